@@ -1,0 +1,31 @@
+"""Arrow schemas of every output the project writes, defined once.
+
+Writers (``pipelines.transforms.write``) and readers (``trainer.data``, the
+checks, the DAG's validation) import them from here; nothing else spells out
+a column.
+"""
+from schemas.corpus import (
+    ALIAS_SCHEMA,
+    DEAD_LETTER_SCHEMA,
+    ENTITY_VOCAB_SCHEMA,
+    MENTION_TYPE,
+    PASSAGE_SCHEMA,
+    SCHEMAS,
+    SPECIAL_ENTITIES,
+    PAD_ENTITY_ID,
+    UNK_ENTITY_ID,
+    MASK_ENTITY_ID,
+)
+
+__all__ = [
+    "ALIAS_SCHEMA",
+    "DEAD_LETTER_SCHEMA",
+    "ENTITY_VOCAB_SCHEMA",
+    "MENTION_TYPE",
+    "PASSAGE_SCHEMA",
+    "SCHEMAS",
+    "SPECIAL_ENTITIES",
+    "PAD_ENTITY_ID",
+    "UNK_ENTITY_ID",
+    "MASK_ENTITY_ID",
+]

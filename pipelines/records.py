@@ -98,3 +98,13 @@ class Mention:
     surface: str
     entity: str  # resolved entity title
     source: str  # "hyperlink", "same_page_alias", "title_alias", "blink"
+
+
+@dataclass(slots=True)
+class LabeledArticle:
+    """An article with all its mentions resolved and labelled, ready to tokenise."""
+
+    page_id: int
+    title: str
+    text: str
+    mentions: list[Mention] = field(default_factory=list)  # sorted by start, non-overlapping

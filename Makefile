@@ -1,0 +1,46 @@
+# Two commands on a fresh machine: `make demo` and `make test`.
+# Both create (or reuse) .venv in the repository root with pinned dependencies.
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.deps-installed
+DEMO_DUMP := data/sample/samplewiki-pages-articles.xml.bz2
+DEMO_OUT  := out/demo
+DEMO_RUN  := runs/demo
+
+.PHONY: venv demo demo-pipeline demo-train test bench clean
+
+venv: $(STAMP)
+
+# torch first and pinned: this machine has its CPU build as a local file, and an
+# unpinned torch pulled in by another package would fetch gigabytes of CUDA wheels.
+$(STAMP): requirements.txt constraints.txt pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet -r requirements.txt -c constraints.txt
+	$(PY) -m pip install --quiet --no-deps -e .
+	touch $(STAMP)
+
+$(DEMO_DUMP): pipelines/sample_dump.py | $(STAMP)
+	$(PY) -m pipelines.sample_dump $(DEMO_DUMP)
+
+demo: demo-pipeline demo-train
+
+demo-pipeline: $(STAMP) $(DEMO_DUMP)
+	$(VENV)/bin/beam run pipelines/wiki_mentions.py --input $(DEMO_DUMP) --output $(DEMO_OUT) \
+		--num_shards 2 --validation_fraction 0.05 --runner=Direct
+
+demo-train: $(STAMP)
+	$(PY) -m trainer.demo --data $(DEMO_OUT) --output_dir $(DEMO_RUN)
+
+test: $(STAMP)
+	$(PY) -m pytest
+
+bench: $(STAMP)
+	$(PY) benchmarks/bench_extract.py
+	$(PY) benchmarks/bench_pipeline.py
+	$(PY) benchmarks/bench_trainer.py
+
+clean:
+	rm -rf out runs data/sample .pytest_cache

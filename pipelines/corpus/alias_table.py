@@ -1,0 +1,69 @@
+"""Alias-table and entity-vocabulary rules (pure functions; Beam wiring in transforms.aliases).
+
+An alias row is (alias, entity, count, prior, sources):
+  count   hyperlinks in the corpus whose anchor text is ``alias`` and that resolve to ``entity``
+  prior   p(entity | alias) = count / (hyperlinks with that anchor text to any entity); 0.0
+          for an alias never used as anchor text (a title or redirect title only)
+  sources sorted subset of "anchor", "title", "redirect"
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from schemas import SPECIAL_ENTITIES
+
+SOURCE_ANCHOR = "anchor"
+SOURCE_TITLE = "title"
+SOURCE_REDIRECT = "redirect"
+
+MAX_ALIAS_CHARS = 256  # longer anchor texts are sentences, not names
+_WS = re.compile(r"\s+")
+
+
+def clean_alias(text: str) -> str | None:
+    """Whitespace-collapsed alias, or None when empty or too long to be a name."""
+    alias = _WS.sub(" ", text).strip()
+    if not alias or len(alias) > MAX_ALIAS_CHARS:
+        return None
+    return alias
+
+
+def merge_alias_evidence(values: Iterable[tuple[int, frozenset]]) -> tuple[int, frozenset]:
+    """Sum hyperlink counts and unite sources (associative: usable as a Beam combiner)."""
+    total = 0
+    sources: frozenset = frozenset()
+    for count, srcs in values:
+        total += count
+        sources = sources | srcs
+    return total, sources
+
+
+def alias_rows(alias: str, per_entity: Iterable[tuple[str, int, frozenset]]) -> list[dict]:
+    """Rows of one alias, sorted by entity, with p(entity | alias) from anchor counts."""
+    entries = sorted(per_entity)
+    total = sum(count for _, count, _ in entries)
+    return [
+        {
+            "alias": alias,
+            "entity": entity,
+            "count": int(count),
+            "prior": (count / total) if total else 0.0,
+            "sources": sorted(sources),
+        }
+        for entity, count, sources in entries
+    ]
+
+
+def vocab_order_key(entity_count: tuple[str, int]) -> tuple[int, str]:
+    """Most-linked first; ties broken by title, so the same input gives the same ids."""
+    entity, count = entity_count
+    return (-count, entity)
+
+
+def vocab_rows(top: Iterable[tuple[str, int]]) -> list[dict]:
+    """Entity-vocabulary rows: the reserved ids 0..2, then entities by vocab_order_key."""
+    rows = [{"entity_id": i, "entity": name, "count": 0} for i, name in enumerate(SPECIAL_ENTITIES)]
+    for offset, (entity, count) in enumerate(sorted(top, key=vocab_order_key)):
+        rows.append({"entity_id": len(SPECIAL_ENTITIES) + offset, "entity": entity, "count": int(count)})
+    return rows

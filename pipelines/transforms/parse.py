@@ -1,0 +1,224 @@
+"""ParseWikiDump: dump file -> articles, redirects, page kinds, dead letters.
+
+Thin DoFns around ``pipelines.dump`` (reading) and ``pipelines.wikitext``
+(extraction). Reading is split into byte ranges of whole bz2 streams when a
+multistream index is available, so many workers decompress in parallel;
+otherwise one worker reads the file and a Reshuffle spreads its pages.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+import apache_beam as beam
+
+from pipelines.dump import ReadRange, iter_pages
+from pipelines.records import Article, DeadLetter, RawPage, SiteInfo
+from pipelines.transforms.stats import STATS, CountingDoFn
+from pipelines.wikitext import (
+    DisambiguationConfig,
+    ExtractionError,
+    extract_article,
+    is_disambiguation,
+    parse_link_target,
+    redirect_target,
+    normalize_title,
+)
+
+log = logging.getLogger(__name__)
+
+# Tagged outputs of ClassifyPages.
+ARTICLES = "articles"
+REDIRECTS = "redirects"
+PAGE_KINDS = "page_kinds"
+DEAD = "dead"
+
+MAX_LOGGED_DEAD_LETTERS = 50  # per worker; the rest are counted and written, not logged
+
+
+@dataclass(frozen=True, slots=True)
+class ParseOptions:
+    max_page_bytes: int
+    max_wikitext_chars: int
+    progress_every_s: float
+    disambiguation: DisambiguationConfig
+
+
+class _DeadLetterLogging:
+    """Log the first few dead letters of a worker with their page ids."""
+
+    _logged = 0
+
+    def log_dead(self, dl: DeadLetter) -> None:
+        if _DeadLetterLogging._logged < MAX_LOGGED_DEAD_LETTERS:
+            _DeadLetterLogging._logged += 1
+            log.warning(
+                "dead letter: stage=%s reason=%s page_id=%s title=%r source=%s: %s",
+                dl.stage, dl.reason, dl.page_id, dl.title, dl.source, dl.detail[:200],
+            )
+
+
+class ReadPagesFn(CountingDoFn, _DeadLetterLogging):
+    """ReadRange -> RawPage (main output) and DeadLetter (``dead``)."""
+
+    def __init__(self, options: ParseOptions) -> None:
+        super().__init__()
+        self.options = options
+
+    def process(self, read_range: ReadRange):
+        started = last = time.monotonic()
+        pages = 0
+        chars = 0
+        for item in iter_pages(read_range.path, read_range.start, read_range.end,
+                               max_page_bytes=self.options.max_page_bytes):
+            if isinstance(item, DeadLetter):
+                self.count(f"dead_letters/{item.stage}/{item.reason}")
+                self.log_dead(item)
+                yield beam.pvalue.TaggedOutput(DEAD, item)
+                continue
+            pages += 1
+            chars += len(item.text)
+            self.count("pages_read")
+            self.count(f"pages_by_namespace/{item.ns}")
+            yield item
+            now = time.monotonic()
+            if now - last >= self.options.progress_every_s:
+                last = now
+                rate = pages / max(now - started, 1e-9)
+                log.info("read %d pages from %s [%s:%s] (%.0f pages/s, %.1f M wikitext chars)",
+                         pages, read_range.path, read_range.start, read_range.end, rate, chars / 1e6)
+        log.info("finished %s [%s:%s]: %d pages in %.1fs", read_range.path, read_range.start,
+                 read_range.end, pages, time.monotonic() - started)
+
+
+class ClassifyPagesFn(CountingDoFn, _DeadLetterLogging):
+    """RawPage -> Article | redirect (source, target) | page kind (title, kind) | DeadLetter.
+
+    Only the main namespace is kept; other namespaces are counted by
+    ``ReadPagesFn`` and dropped here.
+    """
+
+    def __init__(self, site: SiteInfo, options: ParseOptions) -> None:
+        super().__init__()
+        self.site = site
+        self.options = options
+
+    def _dead(self, page: RawPage, reason: str, detail: str = ""):
+        dl = DeadLetter(stage="extract", reason=reason, page_id=page.page_id, title=page.title, detail=detail[:2000])
+        self.count(f"dead_letters/extract/{reason}")
+        self.log_dead(dl)
+        return beam.pvalue.TaggedOutput(DEAD, dl)
+
+    def process(self, page: RawPage):
+        if page.ns != 0:
+            self.count("pages_not_in_main_namespace")
+            return
+        title = normalize_title(page.title, self.site)
+        if not title:
+            yield self._dead(page, "invalid_title", page.title)
+            return
+        target_raw = page.redirect if page.redirect is not None else None
+        is_redirect = target_raw is not None
+        if not is_redirect:
+            parsed = redirect_target(page.text, self.site) if page.text else None
+            if parsed is not None:
+                is_redirect, target = True, parsed
+        else:
+            target = self._redirect_title(target_raw)
+        if is_redirect:
+            self.count("redirects")
+            if not target:
+                self.count("redirects_out_of_main_namespace")
+                return
+            yield beam.pvalue.TaggedOutput(REDIRECTS, (title, target))
+            yield beam.pvalue.TaggedOutput(PAGE_KINDS, (title, "redirect"))
+            return
+        if not page.text.strip():
+            yield self._dead(page, "empty_page")
+            return
+        if len(page.text) > self.options.max_wikitext_chars:
+            yield self._dead(page, "wikitext_too_long", f"{len(page.text)} chars")
+            return
+        if is_disambiguation(page.text, self.site, self.options.disambiguation):
+            self.count("disambiguation_pages")
+            yield beam.pvalue.TaggedOutput(PAGE_KINDS, (title, "disambiguation"))
+            return
+        try:
+            extraction = extract_article(page.text, self.site, title=title)
+        except ExtractionError as exc:
+            yield self._dead(page, "parser_error", str(exc))
+            return
+        except RecursionError as exc:  # a deeply nested page must never sink the job
+            yield self._dead(page, "parser_error", f"recursion: {exc}")
+            return
+        self.count("articles")
+        self.count_all(extraction.counts, prefix="links/")
+        if not extraction.text.strip():
+            self.count("articles_without_text")
+        yield beam.pvalue.TaggedOutput(PAGE_KINDS, (title, "article"))
+        yield Article(page_id=page.page_id, title=title, text=extraction.text, links=extraction.links)
+
+    def _redirect_title(self, raw: str) -> str | None:
+        target = parse_link_target(raw, self.site)
+        if target.kind != "article":
+            return None
+        return target.title
+
+
+class NoteSiteInfoFn(CountingDoFn):
+    """Count (and dead-letter) a dump without ``<siteinfo>``; defaults are used then."""
+
+    def __init__(self, source: str) -> None:
+        super().__init__()
+        self.source = source
+
+    def process(self, from_dump: bool):
+        if not from_dump:
+            self.count("siteinfo_missing")
+            log.warning("%s has no <siteinfo>: using MediaWiki's canonical namespaces and first-letter case", self.source)
+            yield beam.pvalue.TaggedOutput(DEAD, DeadLetter(
+                stage="read", reason="missing_siteinfo", detail="no <siteinfo> header; defaults used", source=self.source))
+
+
+class ParseWikiDump(beam.PTransform):
+    """Read ranges of a dump and classify its pages.
+
+    Returns a dict of PCollections: ``articles`` (Article), ``redirects``
+    ((source title, target title)), ``page_kinds`` ((title, "article" |
+    "disambiguation" | "redirect")), ``dead`` (DeadLetter) and ``stats``.
+    """
+
+    def __init__(self, ranges: list[ReadRange], site: SiteInfo, options: ParseOptions) -> None:
+        super().__init__()
+        self.ranges = ranges
+        self.site = site
+        self.options = options
+
+    def expand(self, pbegin):
+        source = self.ranges[0].path if self.ranges else ""
+        note = (
+            pbegin
+            | "SiteInfoPresent" >> beam.Create([self.site.from_dump])
+            | "NoteSiteInfo" >> beam.ParDo(NoteSiteInfoFn(source)).with_outputs(DEAD, STATS)
+        )
+        read = (
+            pbegin
+            | "ReadRanges" >> beam.Create(self.ranges, reshuffle=False)
+            | "SpreadRanges" >> beam.Reshuffle()
+            | "ReadPages" >> beam.ParDo(ReadPagesFn(self.options)).with_outputs(DEAD, STATS, main="pages")
+        )
+        classified = (
+            read.pages
+            | "SpreadPages" >> beam.Reshuffle()
+            | "ClassifyPages" >> beam.ParDo(ClassifyPagesFn(self.site, self.options)).with_outputs(
+                REDIRECTS, PAGE_KINDS, DEAD, STATS, main=ARTICLES)
+        )
+        dead = (note[DEAD], read[DEAD], classified[DEAD]) | "FlattenParseDead" >> beam.Flatten()
+        return {
+            "articles": classified[ARTICLES],
+            "redirects": classified[REDIRECTS],
+            "page_kinds": classified[PAGE_KINDS],
+            "dead": dead,
+            "stats": [note[STATS], read[STATS], classified[STATS]],
+        }

@@ -1,0 +1,244 @@
+"""The corpus job: a Wikipedia XML dump -> entity-annotated 128-token passages.
+
+    beam run pipelines/wiki_mentions.py --input DUMP --output OUT --runner=Direct
+    python -m pipelines.wiki_mentions --input DUMP --output OUT [--config FILE.yaml] [Beam options]
+
+Steps (each a named PTransform):
+  ParseWikiDump         read the dump (in parallel by multistream byte ranges), keep
+                        main-namespace pages: articles, redirects, disambiguation pages
+  ResolveRedirects      follow redirect chains by iterated key joins (loops counted)
+  ResolveLinks          every link target -> its entity; anchor and entity counts
+  BuildAliasTable       (alias, entity) rows with hyperlink counts, priors, sources
+  SelectEntityVocab     the N most-linked entities, ids from 3
+  LabelMissingMentions  EDMem's same-page and title-alias labels, joined per page
+  ChunkWindows          tokenise, cut windows of --window tokens sharing --overlap
+  WriteShards           sorted, sharded Parquet (zstd); then WriteManifest, last
+
+OUT/ holds passages/, alias_table/, entity_vocab/, dead_letters/, tokenizer/,
+stats.json and manifest.json; a folder without manifest.json is an
+incomplete run.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+from operator import itemgetter
+
+import apache_beam as beam
+from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+
+from pipelines import storage
+from pipelines.config import WikiMentionsConfig, parse_config
+from pipelines.dump import DumpError, default_index_path, plan_read_ranges, read_siteinfo
+from pipelines.records import DeadLetter, SiteInfo
+from pipelines.transforms.aliases import BuildAliasTable, SelectEntityVocab
+from pipelines.transforms.parse import ParseOptions, ParseWikiDump
+from pipelines.transforms.passages import ChunkWindows, LabelMissingMentions, PassageOptions
+from pipelines.transforms.resolve import ResolveLinks, ResolveRedirects
+from pipelines.transforms.stats import SumStats
+from pipelines.transforms.write import SaveTokenizerFn, WriteManifestFn, WriteShards, shard_name, stable_shard
+from pipelines.wikitext import DisambiguationConfig
+
+log = logging.getLogger("wiki_mentions")
+
+SPLITS = ("train", "validation")
+PASSAGE_ORDER = itemgetter("page_id", "window_index")
+ALIAS_ORDER = itemgetter("alias", "entity")
+VOCAB_ORDER = itemgetter("entity_id")
+
+
+def _dead_letter_row(dl: DeadLetter) -> dict:
+    return {"stage": dl.stage, "reason": dl.reason, "page_id": dl.page_id, "title": dl.title,
+            "detail": dl.detail, "source": dl.source}
+
+
+def _dead_letter_order(row: dict):
+    return (row["stage"], row["reason"], row["page_id"] if row["page_id"] is not None else -1,
+            row["title"] or "", row["source"], row["detail"])
+
+
+def site_summary(site: SiteInfo) -> dict:
+    return {
+        "dbname": site.dbname,
+        "language": site.language,
+        "sitename": site.sitename,
+        "base": site.base,
+        "generator": site.generator,
+        "case": site.case,
+        "schema_version": site.schema_version,
+        "siteinfo_in_dump": site.from_dump,
+        "namespaces": {str(ns.id): ns.name for ns in site.namespaces},
+    }
+
+
+def build_pipeline(p: beam.Pipeline, cfg: WikiMentionsConfig, site: SiteInfo, ranges: list, job: dict) -> None:
+    """Add the whole job to ``p``."""
+    out = cfg.output
+    parse_options = ParseOptions(
+        max_page_bytes=cfg.max_page_mb << 20,
+        max_wikitext_chars=cfg.max_wikitext_chars,
+        progress_every_s=cfg.progress_every_s,
+        disambiguation=DisambiguationConfig.for_site(site, extra_templates=tuple(cfg.disambiguation_templates)),
+    )
+    parsed = p | "ParseWikiDump" >> ParseWikiDump(ranges, site, parse_options)
+    resolved = (
+        {"redirects": parsed["redirects"], "page_kinds": parsed["page_kinds"]}
+        | "ResolveRedirects" >> ResolveRedirects(cfg.max_redirect_hops)
+    )
+    links = (
+        {"articles": parsed["articles"], "resolutions": resolved["resolutions"]}
+        | "ResolveLinks" >> ResolveLinks(cfg.keep_red_links)
+    )
+    aliases = (
+        {"anchors": links["anchors"], "resolutions": resolved["resolutions"]}
+        | "BuildAliasTable" >> BuildAliasTable()
+    )
+    vocab_rows = links["entity_links"] | "SelectEntityVocab" >> SelectEntityVocab(cfg.entity_vocab_size)
+    labeled = (
+        {"articles": parsed["articles"], "page_targets": links["page_targets"], "alias_rows": aliases["rows"]}
+        | "LabelMissingMentions" >> LabelMissingMentions(cfg.labels, cfg.keep_red_links)
+    )
+    passage_options = PassageOptions(
+        tokenizer=cfg.tokenizer, window=cfg.window, overlap=cfg.overlap,
+        validation_fraction=cfg.validation_fraction, split_salt=cfg.split_salt, num_shards=cfg.num_shards,
+    )
+    chunks = {"articles": labeled["articles"], "vocab_rows": vocab_rows} | "ChunkWindows" >> ChunkWindows(passage_options)
+
+    n = cfg.num_shards
+    passage_files = chunks["rows"] | "WriteShards" >> WriteShards(
+        out, "passages",
+        {(split, i): f"passages/{shard_name(split, i, n)}" for split in SPLITS for i in range(n)},
+        PASSAGE_ORDER, cfg.row_group_rows,
+    )
+    na = cfg.alias_shards
+    alias_files = (
+        aliases["rows"]
+        | "KeyAliasShard" >> beam.Map(lambda r: (stable_shard(r["alias"], na), r))
+        | "WriteAliasTable" >> WriteShards(
+            out, "alias_table", {i: f"alias_table/{shard_name('alias_table', i, na)}" for i in range(na)},
+            ALIAS_ORDER, cfg.row_group_rows * 10)
+    )
+    vocab_files = (
+        vocab_rows
+        | "VocabRowsOut" >> beam.FlatMap(lambda rows: [(0, r) for r in rows])
+        | "WriteEntityVocab" >> WriteShards(
+            out, "entity_vocab", {0: "entity_vocab/entity_vocab.parquet"}, VOCAB_ORDER, cfg.row_group_rows * 10)
+    )
+    dead = (
+        (parsed["dead"],)
+        | "FlattenDeadLetters" >> beam.Flatten()
+        | "DeadLetterRows" >> beam.Map(lambda dl: (0, _dead_letter_row(dl)))
+        | "WriteDeadLetters" >> WriteShards(
+            out, "dead_letters", {0: "dead_letters/dead_letters.parquet"}, _dead_letter_order, cfg.row_group_rows)
+    )
+    tokenizer_files = (
+        p
+        | "TokenizerOnce" >> beam.Create([None])
+        | "SaveTokenizer" >> beam.ParDo(SaveTokenizerFn(out, cfg.tokenizer))
+    )
+    files = (passage_files, alias_files, vocab_files, dead, tokenizer_files) | "FlattenFiles" >> beam.Flatten()
+    stats = tuple(
+        parsed["stats"] + resolved["stats"] + links["stats"] + aliases["stats"] + labeled["stats"] + chunks["stats"]
+    ) | "SumStats" >> SumStats()
+    (
+        p
+        | "ManifestOnce" >> beam.Create([None])
+        | "WriteManifest" >> beam.ParDo(
+            WriteManifestFn(out, cfg.to_dict(), site_summary(site), job),
+            files=beam.pvalue.AsList(files),
+            stats=beam.pvalue.AsList(stats),
+        )
+    )
+
+
+def plan_input(cfg: WikiMentionsConfig) -> tuple[SiteInfo, list]:
+    """Read the dump's header and plan the read ranges (raises DumpError)."""
+    site = read_siteinfo(cfg.input)
+    index = None
+    if cfg.index.lower() != "none":
+        index = cfg.index or default_index_path(cfg.input)
+    ranges = plan_read_ranges(cfg.input, index, target_bytes=cfg.read_range_mb << 20)
+    return site, ranges
+
+
+def beam_options(beam_args: list[str]) -> PipelineOptions:
+    """Beam options from the leftover args; an unknown flag is an error, not a silent drop."""
+    known = set(PipelineOptions([]).get_all_options(drop_default=False))
+    given = PipelineOptions(beam_args).get_all_options(retain_unknown_options=True)
+    unknown = sorted(set(given) - known)
+    if unknown:
+        raise ValueError(f"unknown option(s): {', '.join('--' + u for u in unknown)}")
+    options = PipelineOptions(beam_args)
+    standard = options.view_as(StandardOptions)
+    if not standard.runner:
+        standard.runner = "DirectRunner"
+    return options
+
+
+def print_summary(output: str, seconds: float) -> None:
+    """The end-of-run summary of a local run, from the stats the job wrote."""
+    stats = json.loads(storage.read_bytes(storage.join(output, storage.STATS_FILE)))
+    manifest = json.loads(storage.read_bytes(storage.join(output, storage.MANIFEST)))
+    s = stats["summary"]
+    shards = [f for f in manifest["files"] if f["kind"] == "passages"]
+    lines = [
+        f"wiki_mentions: done in {seconds:.1f}s -> {output}",
+        f"  pages read        {s['pages_read']:>10,}",
+        f"  articles          {s['articles']:>10,}   redirects {s['redirects']:,}   disambiguation pages {s['disambiguation_pages']:,}",
+    ]
+    for split in SPLITS:
+        lines.append(f"  passages/{split:<10}{s['passages'].get(split, 0):>9,}")
+    for source, n in s["mentions"].items():
+        lines.append(f"  mentions/{source:<17}{n:>10,}")
+    if s["mention_ratio_to_hyperlinks"]:
+        lines.append(f"  all mentions / hyperlinks: x{s['mention_ratio_to_hyperlinks']:.2f} (EDMem on full enwiki: x1.88)")
+    dropped = {k: v for k, v in stats["counters"].items() if k.startswith("links_dropped/")}
+    if dropped:
+        lines.append("  links dropped: " + ", ".join(f"{k.split('/', 1)[1]} {v:,}" for k, v in sorted(dropped.items())))
+    lines.append(f"  dead letters      {s['dead_letters']:>10,}   (dead_letters/dead_letters.parquet)")
+    lines.append(f"  shards written    {len(shards):>10,}   ({sum(f['rows'] for f in shards):,} passages)")
+    print("\n".join(lines), flush=True)
+
+
+def run(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        cfg, beam_args = parse_config(WikiMentionsConfig, argv, prog="wiki_mentions", description=__doc__.splitlines()[0])
+        cfg.validate()
+        options = beam_options(beam_args)
+        site, ranges = plan_input(cfg)
+    except (ValueError, DumpError, OSError) as exc:
+        print(f"wiki_mentions: error: {exc}", file=sys.stderr)
+        return 2
+    manifest_path = storage.join(cfg.output, storage.MANIFEST)
+    if storage.exists(manifest_path):
+        # The manifest is the commit point: drop it first so that, until this
+        # run completes, the folder reads as incomplete (never old + new).
+        storage.delete_files([manifest_path])
+    runner = options.view_as(StandardOptions).runner
+    job = {"runner": runner, "read_ranges": len(ranges), "input": cfg.input}
+    log.info("reading %s (%s, %s) in %d range(s) with %s", cfg.input, site.dbname or "unknown wiki",
+             f"schema {site.schema_version}" if site.schema_version else "no schema version", len(ranges), runner)
+    started = time.monotonic()
+    pipeline = beam.Pipeline(options=options)
+    build_pipeline(pipeline, cfg, site, ranges, job)
+    result = pipeline.run()
+    result.wait_until_finish()
+    if storage.exists(manifest_path):
+        print_summary(cfg.output, time.monotonic() - started)
+        return 0
+    print(f"wiki_mentions: error: the job finished without writing {manifest_path}", file=sys.stderr)
+    return 1
+
+
+def main() -> None:
+    logging.basicConfig(level=os.environ.get("LOGLEVEL", "INFO"), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("apache_beam").setLevel(logging.WARNING)
+    sys.exit(run())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,127 @@
+"""Beam TestPipeline tests of the job's PTransforms, on small hand-made inputs."""
+from __future__ import annotations
+
+import apache_beam as beam
+import pyarrow.parquet as pq
+from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
+from apache_beam.testing.util import assert_that, equal_to
+
+from pipelines.records import Article, LinkMention
+from pipelines.transforms.aliases import BuildAliasTable, SelectEntityVocab
+from pipelines.transforms.resolve import ResolveLinks, ResolveRedirects
+from pipelines.transforms.stats import SumStats
+from pipelines.transforms.write import WriteShards
+
+PAGE_KINDS = [
+    ("Paris", "article"), ("France", "article"), ("Mercury", "disambiguation"),
+    ("Paree", "redirect"), ("City of Light", "redirect"), ("A", "redirect"), ("B", "redirect"),
+    ("Self", "redirect"), ("To dab", "redirect"), ("Gone", "redirect"),
+    ("H1", "redirect"), ("H2", "redirect"), ("H3", "redirect"),
+]
+REDIRECTS = [
+    ("Paree", "Paris"), ("City of Light", "Paree"),  # two hops
+    ("A", "B"), ("B", "A"), ("Self", "Self"),  # loops
+    ("To dab", "Mercury"), ("Gone", "Nowhere"),
+    ("H1", "H2"), ("H2", "H3"), ("H3", "Paris"),  # three hops
+]
+
+
+def _resolve(p, max_hops=5):
+    return (
+        {"redirects": p | "R" >> beam.Create(REDIRECTS), "page_kinds": p | "K" >> beam.Create(PAGE_KINDS)}
+        | ResolveRedirects(max_hops)
+    )
+
+
+def test_resolve_redirects_chains_loops_and_ends():
+    with BeamTestPipeline() as p:
+        out = _resolve(p)
+        assert_that(out["resolutions"], equal_to([
+            ("Paris", ("article", "Paris")), ("France", ("article", "France")),
+            ("Mercury", ("disambiguation", "Mercury")),
+            ("Paree", ("article", "Paris")), ("City of Light", ("article", "Paris")),
+            ("A", ("loop", "A")), ("B", ("loop", "B")), ("Self", ("loop", "Self")),
+            ("To dab", ("disambiguation", "Mercury")), ("Gone", ("missing", "Nowhere")),
+            ("H1", ("article", "Paris")), ("H2", ("article", "Paris")), ("H3", ("article", "Paris")),
+        ]))
+        stats = tuple(out["stats"]) | SumStats()
+        assert_that(
+            stats | beam.Filter(lambda kv: kv[0] == "redirect_loops"), equal_to([("redirect_loops", 3)]), label="Loops")
+
+
+def test_resolve_redirects_caps_chain_length():
+    with BeamTestPipeline() as p:
+        out = _resolve(p, max_hops=2)
+        assert_that(
+            out["resolutions"] | beam.Filter(lambda kv: kv[1][0] == "too_long"),
+            equal_to([("H1", ("too_long", "H1"))]))
+
+
+def _article(page_id, title, links):
+    text = " ".join(s for s, _ in links)
+    out, pos = [], 0
+    for surface, target in links:
+        out.append(LinkMention(pos, pos + len(surface), surface, target))
+        pos += len(surface) + 1
+    return Article(page_id=page_id, title=title, text=text, links=out)
+
+
+def test_resolve_links_counts_anchors_entities_and_red_links():
+    articles = [
+        _article(1, "France", [("Paris", "Paris"), ("Paree", "Paree"), ("the capital", "City of Light"), ("X", "Red")]),
+        _article(2, "Paris", [("France", "France"), ("Mercury", "Mercury")]),
+    ]
+    with BeamTestPipeline() as p:
+        resolved = _resolve(p)
+        links = {"articles": p | "Arts" >> beam.Create(articles), "resolutions": resolved["resolutions"]} | ResolveLinks(False)
+        assert_that(links["entity_links"], equal_to([("Paris", 3), ("France", 1)]), label="Entities")
+        assert_that(links["anchors"], equal_to([
+            (("Paris", "Paris"), 1), (("Paree", "Paris"), 1), (("the capital", "Paris"), 1), (("France", "France"), 1)]),
+            label="Anchors")
+        assert_that(links["page_targets"], equal_to([
+            (1, ("Paris", "article", "Paris")), (1, ("Paree", "article", "Paris")),
+            (1, ("City of Light", "article", "Paris")), (1, ("Red", "red_link", "Red")),
+            (2, ("France", "article", "France")), (2, ("Mercury", "disambiguation", "Mercury")),
+        ]), label="Targets")
+
+
+def test_alias_table_and_vocab():
+    anchors = [(("Paris", "Paris"), 8), (("Paris", "Paris Hilton"), 2), (("the capital", "Paris"), 1)]
+    resolutions = [("Paris", ("article", "Paris")), ("Paree", ("article", "Paris")),
+                   ("Paris Hilton", ("article", "Paris Hilton")), ("Mercury", ("disambiguation", "Mercury"))]
+    with BeamTestPipeline() as p:
+        table = {"anchors": p | "A" >> beam.Create(anchors), "resolutions": p | "R" >> beam.Create(resolutions)} | BuildAliasTable()
+        assert_that(table["rows"], equal_to([
+            {"alias": "Paris", "entity": "Paris", "count": 8, "prior": 0.8, "sources": ["anchor", "title"]},
+            {"alias": "Paris", "entity": "Paris Hilton", "count": 2, "prior": 0.2, "sources": ["anchor"]},
+            {"alias": "the capital", "entity": "Paris", "count": 1, "prior": 1.0, "sources": ["anchor"]},
+            {"alias": "Paree", "entity": "Paris", "count": 0, "prior": 0.0, "sources": ["redirect"]},
+            {"alias": "Paris Hilton", "entity": "Paris Hilton", "count": 0, "prior": 0.0, "sources": ["title"]},
+        ]), label="Aliases")
+        counts = p | "Counts" >> beam.Create([("B", 5), ("A", 5), ("C", 9), ("D", 1)])
+        assert_that(counts | SelectEntityVocab(3), equal_to([[
+            {"entity_id": 0, "entity": "[PAD]", "count": 0}, {"entity_id": 1, "entity": "[UNK]", "count": 0},
+            {"entity_id": 2, "entity": "[MASK]", "count": 0}, {"entity_id": 3, "entity": "C", "count": 9},
+            {"entity_id": 4, "entity": "A", "count": 5}, {"entity_id": 5, "entity": "B", "count": 5},
+        ]]), label="Vocab")
+
+
+def test_write_shards_sorted_complete_and_deterministic(tmp_path):
+    rows = [{"entity_id": i, "entity": f"E{i}", "count": 100 - i} for i in range(50)]
+    files = {0: "entity_vocab/a.parquet", 1: "entity_vocab/b.parquet", 2: "entity_vocab/empty.parquet"}
+    digests = []
+    for attempt in range(2):
+        out = tmp_path / f"run{attempt}"
+        order = rows if attempt == 0 else list(reversed(rows))
+        with BeamTestPipeline() as p:
+            written = (
+                p | beam.Create(order) | beam.Map(lambda r: (r["entity_id"] % 2, r))
+                | WriteShards(str(out), "entity_vocab", files, lambda r: r["entity_id"], 7)
+            )
+            assert_that(written | beam.Map(lambda f: (f["path"], f["rows"])), equal_to(
+                [("entity_vocab/a.parquet", 25), ("entity_vocab/b.parquet", 25), ("entity_vocab/empty.parquet", 0)]))
+        table = pq.read_table(out / "entity_vocab" / "a.parquet")
+        assert table.column("entity_id").to_pylist() == list(range(0, 50, 2))
+        assert pq.ParquetFile(out / "entity_vocab" / "a.parquet").metadata.num_row_groups == 4
+        digests.append([(out / f).read_bytes() for f in sorted(files.values())])
+    assert digests[0] == digests[1]

@@ -1,0 +1,409 @@
+"""Heuristic labels for unlinked mentions (EDMem §3.3.1).
+
+Wikipedia links an entity once or twice per article; later mentions are
+plain text. EDMem labels them with the alias table T: in each page, an
+unlinked occurrence of an alias of
+
+(a) an entity hyperlinked anywhere in the same page -> ``"same_page_alias"``,
+(b) the page's own (title) entity                  -> ``"title_alias"``,
+
+becomes a mention of that entity. The Beam job joins each page with the
+alias-table rows of its candidate entities and hands them here as
+:class:`AliasCandidate`; everything in this module is pure and per page.
+
+Matching rules
+--------------
+* Whole words only. A word character is a letter, digit, combining mark,
+  connector punctuation (``_``) or ZWJ/ZWNJ, in any script (Unicode
+  categories, so Cyrillic, Greek, Devanagari, accented Latin... all work).
+  A match may not continue a word at either end: "Paris" is not found in
+  "Parisian", but is found in "(Paris)", "Paris's" and "Paris-based".
+* Scripts written without spaces (Han, Hiragana, Katakana, Thai, Lao, Khmer,
+  Myanmar, Tibetan) have no word boundaries to check. With
+  ``match_unspaced_scripts`` (default) an alias is matched at any character
+  there; otherwise those characters count as word characters and a match
+  must be delimited by spaces or punctuation like elsewhere. Hangul is
+  treated as a spaced script (Korean separates words with spaces), so an
+  alias followed by an attached particle ("서울에서") is not matched.
+* Whitespace characters are compared as plain spaces (a no-break space in the
+  text matches a space in the alias); runs of spaces are not collapsed.
+* Longest first, greedily: all occurrences of all aliases are found, then
+  taken longest first (ties: leftmost), skipping any that overlaps a
+  hyperlink or an already accepted label. "New York City" wins over
+  "New York"; a hyperlink's span is never relabelled.
+* One alias string naming two usable candidate entities of the page is
+  resolved by ``ambiguity``: ``"prior"`` takes the higher p(entity | alias),
+  ties to the alphabetically first entity title; ``"skip"`` labels nothing.
+  Before either policy, the page's own entity wins for its own title (with or
+  without qualifier) and trusted redirects: in "Georgia (country)", "Georgia"
+  is the country even though the linked U.S. state has a higher prior.
+
+An entity can be both linked in the page and its title entity: the caller
+may send one candidate per origin; they are merged, and the label's source
+is ``"title_alias"`` (the title rule is the more specific reason), unless
+``label_title_entity`` is off, when it is ``"same_page_alias"``.
+
+Speed: one scan over the article's tokens (words, single punctuation marks
+and single unspaced-script characters), each looked up in a dict of the
+aliases' first tokens; no per-alias regex.
+"""
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections import Counter
+from dataclasses import dataclass, field, fields
+from typing import Iterable, Sequence
+
+from pipelines.corpus.stopwords import resolve_stopwords, stopword_spec_for_language
+from pipelines.records import Mention
+
+LINKED = "linked"
+TITLE = "title"
+ORIGINS = (LINKED, TITLE)
+
+SAME_PAGE_ALIAS = "same_page_alias"
+TITLE_ALIAS = "title_alias"
+
+AMBIGUITY_POLICIES = ("prior", "skip")
+
+# Languages written (mostly) without spaces or with short names: 2-character aliases are real names there.
+SHORT_NAME_LANGUAGES = frozenset(
+    {"zh", "ja", "ko", "th", "lo", "km", "my", "bo", "dz", "wuu", "gan", "yue", "lzh", "zh-yue", "zh-classical"}
+)
+
+# Blocks of scripts written without spaces: Thai, Lao, Tibetan, Myanmar, Khmer, Kana, CJK ideographs.
+_UNSPACED_RANGES = (
+    "\u0e00-\u0eff\u0f00-\u0fff\u1000-\u109f\u1780-\u17ff\u19e0-\u19ff\ua9e0-\ua9ff\uaa60-\uaa7f"
+    "\u3005-\u3007\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f"
+    "\U00020000-\U0002fa1f\U00030000-\U000323af"
+)
+# Lookup tokens (stdlib re: several times faster than Unicode-property classes). They only
+# need to split text and aliases the same way; whole-word checks are done explicitly
+# on each hit with the full definition of a word character (which adds combining marks).
+_TOKENS_SPLITTING_UNSPACED = re.compile(rf"[^\W{_UNSPACED_RANGES}]+|[{_UNSPACED_RANGES}]|[^\w\s]")
+_TOKENS_WHOLE_WORDS = re.compile(r"\w+|[^\w\s]")
+_UNSPACED_CHAR = re.compile(rf"[{_UNSPACED_RANGES}]")
+_DISAMBIGUATION_SUFFIX = re.compile(r"\s+\([^()]+\)$")
+_JOINERS = frozenset("\u200c\u200d")  # ZWNJ/ZWJ sit inside Persian and Indic words
+
+# Every single-code-point Unicode space maps to " ", so a text's &nbsp; matches an alias's space.
+_SPACE_TO_BLANK = {cp: " " for cp in range(0x3000 + 1) if chr(cp).isspace() and cp != 0x20}
+
+
+@dataclass(frozen=True, slots=True)
+class AliasCandidate:
+    """One alias of one candidate entity of a page, joined from the alias table."""
+
+    alias: str
+    entity: str
+    count: int  # hyperlinks in the whole corpus with anchor text == alias to this entity
+    prior: float  # p(entity | alias) over hyperlinks; 0 when the alias was never an anchor
+    origin: str  # "linked": hyperlinked in this page; "title": the page's own entity
+    sources: tuple[str, ...] = ()  # alias-table sources (anchor, title, redirect); () when unknown
+
+
+def _opt(default, help: str):  # noqa: A002 - "help" mirrors argparse
+    return field(default=default, metadata={"help": help})
+
+
+@dataclass(frozen=True, slots=True)
+class LabelConfig:
+    """Switches and thresholds of the missing-mention labeller (CLI flags)."""
+
+    min_alias_chars: int = _opt(
+        3,
+        "Aliases shorter than this many characters are never used. 3 keeps 'USA', 'BBC', 'Ulm' and "
+        "drops 'US', 'UK', 'Li', which collide with abbreviations and words; use 2 for Chinese, "
+        "Japanese, Korean, Thai (LabelConfig.for_language does).",
+    )
+    min_alias_count: int = _opt(
+        1,
+        "An alias used fewer times than this as anchor text for the entity is rare and not used. "
+        "1 = every anchor in the alias table, as in EDMem. The entity's own title (also without a "
+        "'(qualifier)') and, with trust_redirects, its redirects are exempt: they are curated names.",
+    )
+    min_prior: float = _opt(
+        0.01,
+        "Aliases with p(entity | alias) below this are not used for that entity (same default as "
+        "wikipedia2vec): drops anchors that almost always mean something else. Titles and trusted "
+        "redirects are exempt.",
+    )
+    stopwords: str = _opt(
+        "en",
+        "Aliases that are stopwords (case-insensitively) are never used. Comma-separated built-in "
+        "language codes (en, de, fr, es, it, pt, nl, ru, uk, pl, sv) and/or paths of UTF-8 files "
+        "with one word per line; 'none' for no list. LabelConfig.for_language picks 'en,<lang>'.",
+    )
+    ambiguity: str = _opt(
+        "prior",
+        "When one alias fits two candidate entities of the page: 'prior' labels the entity with the "
+        "higher p(entity | alias) (ties: first title alphabetically); 'skip' labels neither.",
+    )
+    case_sensitive: bool = _opt(
+        True,
+        "Match aliases with their exact case. True avoids labelling common words ('bush', 'apple') "
+        "with the entities their capitalised forms name.",
+    )
+    label_title_entity: bool = _opt(True, "Label aliases of the page's own title entity ('title_alias').")
+    label_linked_entities: bool = _opt(
+        True, "Label aliases of entities hyperlinked in the same page ('same_page_alias')."
+    )
+    trust_redirects: bool = _opt(
+        True,
+        "Redirect names of an entity (alias-table source 'redirect') are used even when never an "
+        "anchor (count 0, prior 0), like the title: 'NYC' -> 'New York City'.",
+    )
+    require_letter: bool = _opt(
+        True,
+        "Skip aliases without any letter ('1990', '3:16', '100'): numbers are linked inconsistently "
+        "and labelling every occurrence mostly adds noise.",
+    )
+    match_unspaced_scripts: bool = _opt(
+        True,
+        "In scripts written without spaces (Han, Kana, Thai, Lao, Khmer, Myanmar, Tibetan) match "
+        "aliases at any character, since there are no word boundaries to check; when False such "
+        "matches need spaces or punctuation around them.",
+    )
+
+    def __post_init__(self) -> None:
+        if self.min_alias_chars < 1:
+            raise ValueError(f"min_alias_chars must be >= 1, got {self.min_alias_chars}")
+        if self.min_alias_count < 0:
+            raise ValueError(f"min_alias_count must be >= 0, got {self.min_alias_count}")
+        if not 0.0 <= self.min_prior <= 1.0:
+            raise ValueError(f"min_prior must be in [0, 1], got {self.min_prior}")
+        if self.ambiguity not in AMBIGUITY_POLICIES:
+            raise ValueError(f"ambiguity must be one of {AMBIGUITY_POLICIES}, got {self.ambiguity!r}")
+        resolve_stopwords(self.stopwords)  # fail at construction, not in a worker
+
+    @property
+    def stopword_set(self) -> frozenset[str]:
+        return resolve_stopwords(self.stopwords)
+
+    @classmethod
+    def for_language(cls, language: str, **overrides) -> "LabelConfig":
+        """Defaults adapted to a wiki's language code ("en", "uk", "zh"...); overrides win."""
+        lang = language.lower()
+        adapted: dict = {"stopwords": stopword_spec_for_language(lang)}
+        if lang in SHORT_NAME_LANGUAGES or lang.split("-", 1)[0] in SHORT_NAME_LANGUAGES:
+            adapted["min_alias_chars"] = 2
+        adapted.update(overrides)
+        return cls(**adapted)
+
+    @staticmethod
+    def help_texts() -> dict[str, str]:
+        """Field name -> help text, for building CLI flags."""
+        return {f.name: f.metadata["help"] for f in fields(LabelConfig)}
+
+
+# --------------------------------------------------------------------------- alias filters
+
+
+def strip_disambiguation(title: str) -> str:
+    """'Paris (band)' -> 'Paris'; other titles unchanged."""
+    return _DISAMBIGUATION_SUFFIX.sub("", title)
+
+
+def is_curated_name(candidate: AliasCandidate, config: LabelConfig) -> bool:
+    """True for the entity's title (with or without its qualifier) or a trusted redirect."""
+    alias = candidate.alias.strip()
+    if alias == candidate.entity or alias == strip_disambiguation(candidate.entity):
+        return True
+    return "title" in candidate.sources or (config.trust_redirects and "redirect" in candidate.sources)
+
+
+def rejection_reason(candidate: AliasCandidate, config: LabelConfig) -> str | None:
+    """Why ``candidate`` is not usable (a short code), or None when it is."""
+    alias = candidate.alias.strip()
+    if not alias:
+        return "empty"
+    if len(alias) < config.min_alias_chars:
+        return "too_short"
+    if config.require_letter and not any(unicodedata.category(ch).startswith("L") for ch in alias):
+        return "no_letter"
+    if alias.casefold() in config.stopword_set:
+        return "stopword"
+    if is_curated_name(candidate, config):
+        return None
+    if candidate.count < config.min_alias_count:
+        return "rare"
+    if candidate.prior < config.min_prior:
+        return "low_prior"
+    return None
+
+
+def usable_candidates(cands: Iterable[AliasCandidate], config: LabelConfig) -> list[AliasCandidate]:
+    """Candidates passing the length, letter, stopword, rarity and prior filters.
+
+    Aliases come back stripped of surrounding whitespace. Origin switches are
+    not applied here, so this can also run on alias-table rows before the join.
+    """
+    kept = []
+    for c in cands:
+        if rejection_reason(c, config) is None:
+            alias = c.alias.strip()
+            kept.append(c if alias == c.alias else AliasCandidate(alias, c.entity, c.count, c.prior, c.origin, c.sources))
+    return kept
+
+
+# --------------------------------------------------------------------------- matching
+
+
+@dataclass(slots=True)
+class _Target:
+    """The entity one alias string labels in this page."""
+
+    entity: str
+    source: str
+
+
+def label_missing_mentions(
+    text: str,
+    hyperlinks: Sequence[Mention],
+    candidates: Sequence[AliasCandidate],
+    config: LabelConfig,
+) -> list[Mention]:
+    """New mentions ("same_page_alias" / "title_alias") of the page, sorted by start."""
+    if not text or not candidates:
+        return []
+    targets = _resolve_targets(candidates, config)
+    if not targets:
+        return []
+    folded = _fold(text, config.case_sensitive)
+    token_re = _TOKENS_SPLITTING_UNSPACED if config.match_unspaced_scripts else _TOKENS_WHOLE_WORDS
+    index = _first_token_index(targets, token_re)
+    occurrences = _find_occurrences(folded, index, token_re, config.match_unspaced_scripts)
+    occupied = bytearray(len(text))
+    for link in hyperlinks:
+        start, end = max(0, link.start), min(len(text), link.end)
+        if start < end:
+            occupied[start:end] = b"\x01" * (end - start)
+    labels = []
+    # Longest first, then leftmost: greedy, never overlapping links or earlier labels.
+    for start, end, target in sorted(occurrences, key=lambda o: (o[0] - o[1], o[0])):
+        if occupied.find(1, start, end) != -1:
+            continue
+        occupied[start:end] = b"\x01" * (end - start)
+        labels.append(Mention(start, end, text[start:end], target.entity, target.source))
+    labels.sort(key=lambda m: m.start)
+    return labels
+
+
+def count_by_source(mentions: Iterable[Mention]) -> dict[str, int]:
+    """Number of mentions per source, keys sorted (only sources that occur)."""
+    counts = Counter(m.source for m in mentions)
+    return {source: counts[source] for source in sorted(counts)}
+
+
+def _fold(s: str, case_sensitive: bool) -> str:
+    """Same-length normal form for matching: spaces unified, optionally lower-cased."""
+    s = s.translate(_SPACE_TO_BLANK)
+    if case_sensitive:
+        return s
+    lowered = s.lower()
+    if len(lowered) == len(s):  # lower() never shrinks, so equal length means aligned
+        return lowered
+    # Rare characters lower-case to two ('İ'): keep those as they are to keep offsets aligned.
+    return "".join(low if len(low) == 1 else ch for ch, low in zip(s, map(str.lower, s)))
+
+
+@dataclass(slots=True)
+class _EntityEvidence:
+    """What the page's candidates say about one (alias, entity) pair."""
+
+    prior: float = 0.0
+    origins: set[str] = field(default_factory=set)
+    own_name: bool = False  # the page's own entity, and the alias is its title or a trusted redirect
+
+
+def _resolve_targets(candidates: Sequence[AliasCandidate], config: LabelConfig) -> dict[str, _Target]:
+    """Folded alias -> the one entity it labels, after switches, filters and ambiguity."""
+    by_alias: dict[str, dict[str, _EntityEvidence]] = {}
+    for c in usable_candidates(candidates, config):
+        if c.origin not in ORIGINS:
+            raise ValueError(f"unknown candidate origin {c.origin!r} (expected one of {ORIGINS})")
+        if (c.origin == LINKED and not config.label_linked_entities) or (
+            c.origin == TITLE and not config.label_title_entity
+        ):
+            continue
+        entities = by_alias.setdefault(_fold(c.alias, config.case_sensitive), {})
+        evidence = entities.setdefault(c.entity, _EntityEvidence())
+        evidence.prior = max(evidence.prior, c.prior)
+        evidence.origins.add(c.origin)
+        evidence.own_name = evidence.own_name or (c.origin == TITLE and is_curated_name(c, config))
+    targets = {}
+    for alias, entities in by_alias.items():
+        entity = _pick_entity(entities, config.ambiguity)
+        if entity is not None:
+            source = TITLE_ALIAS if TITLE in entities[entity].origins else SAME_PAGE_ALIAS
+            targets[alias] = _Target(entity, source)
+    return targets
+
+
+def _pick_entity(entities: dict[str, _EntityEvidence], policy: str) -> str | None:
+    """The entity an alias labels in this page, or None when ``policy`` skips it."""
+    if len(entities) == 1:
+        return next(iter(entities))
+    # In its own article, a page's title (or redirect) names the page's entity ("Georgia" in
+    # "Georgia (country)"), whatever the global prior of a linked namesake.
+    owners = [e for e, ev in entities.items() if ev.own_name]
+    if len(owners) == 1:
+        return owners[0]
+    if policy == "skip":
+        return None
+    return min(entities, key=lambda e: (-entities[e].prior, e))
+
+
+def _first_token_index(targets: dict[str, _Target], token_re: re.Pattern) -> dict[str, list[tuple[str, _Target]]]:
+    """First token of each alias -> its aliases, longest first."""
+    index: dict[str, list[tuple[str, _Target]]] = {}
+    for alias, target in targets.items():
+        first = token_re.match(alias)
+        if first is None:  # only possible for an alias starting with a space; filtered before
+            continue
+        index.setdefault(first.group(), []).append((alias, target))
+    for bucket in index.values():
+        bucket.sort(key=lambda item: -len(item[0]))
+    return index
+
+
+def _find_occurrences(
+    folded: str,
+    index: dict[str, list[tuple[str, _Target]]],
+    token_re: re.Pattern,
+    split_unspaced: bool,
+) -> list[tuple[int, int, _Target]]:
+    """Every whole-word occurrence (start, end, target) of every alias."""
+    found = []
+    n = len(folded)
+    get = index.get
+    for tok in token_re.finditer(folded):
+        bucket = get(tok.group())
+        if bucket is None:
+            continue
+        start = tok.start()
+        if start and _joins(folded[start - 1], folded[start], split_unspaced):
+            continue
+        for alias, target in bucket:
+            end = start + len(alias)
+            if folded.startswith(alias, start) and (
+                end == n or not _joins(alias[-1], folded[end], split_unspaced)
+            ):
+                found.append((start, end, target))
+    return found
+
+
+def _is_word_char(ch: str) -> bool:
+    return ch.isalnum() or ch in _JOINERS or unicodedata.category(ch) in ("Pc", "Mn", "Mc", "Me")
+
+
+def _joins(left: str, right: str, split_unspaced: bool) -> bool:
+    """Do two adjacent characters belong to one word (so a match may not cut between them)?"""
+    if not (_is_word_char(left) and _is_word_char(right)):
+        return False
+    if unicodedata.category(right).startswith("M"):
+        return True  # never separate a combining mark from its base
+    if split_unspaced and (_UNSPACED_CHAR.match(left) or _UNSPACED_CHAR.match(right)):
+        return False
+    return True

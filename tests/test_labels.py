@@ -1,0 +1,391 @@
+"""Missing-mention labels (EDMem §3.3.1): same-page aliases and title aliases."""
+from __future__ import annotations
+
+import dataclasses
+import random
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pipelines.corpus.labels import (
+    SAME_PAGE_ALIAS,
+    TITLE_ALIAS,
+    AliasCandidate,
+    LabelConfig,
+    count_by_source,
+    label_missing_mentions,
+    rejection_reason,
+    usable_candidates,
+)
+from pipelines.records import Mention
+
+DEFAULT = LabelConfig()
+
+
+def link(text: str, surface: str, entity: str, occurrence: int = 0) -> Mention:
+    start = -1
+    for _ in range(occurrence + 1):
+        start = text.index(surface, start + 1)
+    return Mention(start, start + len(surface), surface, entity, "hyperlink")
+
+
+def linked(alias: str, entity: str, count: int = 50, prior: float = 0.8) -> AliasCandidate:
+    return AliasCandidate(alias, entity, count, prior, "linked")
+
+
+def titled(alias: str, entity: str, count: int = 50, prior: float = 0.8, sources=()) -> AliasCandidate:
+    return AliasCandidate(alias, entity, count, prior, "title", tuple(sources))
+
+
+def spans(mentions):
+    return [(m.surface, m.entity, m.source) for m in mentions]
+
+
+# --------------------------------------------------------------------------- rule (a)
+
+
+def test_same_page_alias_labels_unlinked_occurrences_of_a_linked_entity():
+    text = "She moved to Paris in 1990. Later, Paris became her home."
+    links = [link(text, "Paris", "Paris")]
+    out = label_missing_mentions(text, links, [linked("Paris", "Paris")], DEFAULT)
+    assert spans(out) == [("Paris", "Paris", SAME_PAGE_ALIAS)]
+    assert text[out[0].start : out[0].end] == "Paris" and out[0].start == text.rindex("Paris")
+
+
+def test_alias_of_an_entity_not_in_the_candidates_is_not_labelled():
+    # "Lyon" is a real alias in T, but Lyon is neither linked here nor the title.
+    text = "From Paris she went to Lyon, then back to Paris."
+    out = label_missing_mentions(text, [link(text, "Paris", "Paris")], [linked("Paris", "Paris")], DEFAULT)
+    assert [m.surface for m in out] == ["Paris"]
+    assert all(m.entity == "Paris" for m in out)
+
+
+def test_partial_words_are_refused_but_punctuation_neighbours_are_fine():
+    text = "Parisian food. (Paris) Paris's museums, Paris-based firms, Paris_x, Paris2, xParis."
+    out = label_missing_mentions(text, [], [linked("Paris", "Paris")], DEFAULT)
+    starts = [m.start for m in out]
+    assert starts == [text.index("(Paris)") + 1, text.index("Paris's"), text.index("Paris-based")]
+
+
+def test_never_overlaps_or_relabels_a_hyperlink():
+    text = "The New York City Marathon starts in New York City."
+    links = [link(text, "New York City Marathon", "New York City Marathon")]
+    out = label_missing_mentions(text, links, [linked("New York City", "New York City"), linked("New York", "New York")], DEFAULT)
+    assert [(m.start, m.surface) for m in out] == [(text.rindex("New York City"), "New York City")]
+    # The linked span itself, even if it equals an alias, stays a hyperlink only.
+    text2 = "Paris is here."
+    assert label_missing_mentions(text2, [link(text2, "Paris", "Paris")], [linked("Paris", "Paris")], DEFAULT) == []
+
+
+def test_longest_match_first():
+    text = "He lived in New York City, not in New York state."
+    cands = [linked("New York City", "New York City"), linked("New York", "New York (state)"), linked("York", "York")]
+    out = label_missing_mentions(text, [], cands, DEFAULT)
+    assert spans(out) == [
+        ("New York City", "New York City", SAME_PAGE_ALIAS),
+        ("New York", "New York (state)", SAME_PAGE_ALIAS),
+    ]
+
+
+def test_longest_first_is_global_not_left_to_right():
+    # "A B" at 0 and "B C D" at 2 overlap; the longer one wins even though it starts later.
+    text = "Alpha Beta Gamma Delta"
+    cands = [linked("Alpha Beta", "AB"), linked("Beta Gamma Delta", "BGD")]
+    out = label_missing_mentions(text, [], cands, DEFAULT)
+    assert spans(out) == [("Beta Gamma Delta", "BGD", SAME_PAGE_ALIAS)]
+
+
+def test_stopword_alias_is_refused_case_insensitively():
+    text = "The band The played The Song."
+    cands = [linked("The", "The (band)"), linked("THE", "The (band)"), linked("Song", "Song")]
+    out = label_missing_mentions(text, [], cands, DEFAULT)
+    assert spans(out) == [("Song", "Song", SAME_PAGE_ALIAS)]
+    assert rejection_reason(linked("The", "X"), DEFAULT) == "stopword"
+    # With no stopword list, the alias is used.
+    assert len(label_missing_mentions(text, [], cands, dataclasses.replace(DEFAULT, stopwords="none"))) == 4
+
+
+def test_too_short_alias_is_refused():
+    text = "The UK and the US signed."
+    cands = [linked("UK", "United Kingdom"), linked("US", "United States")]
+    assert label_missing_mentions(text, [], cands, DEFAULT) == []
+    assert rejection_reason(linked("UK", "United Kingdom"), DEFAULT) == "too_short"
+    short_ok = dataclasses.replace(DEFAULT, min_alias_chars=2)
+    assert [m.surface for m in label_missing_mentions(text, [], cands, short_ok)] == ["UK", "US"]
+
+
+def test_rare_and_low_prior_aliases_are_refused():
+    text = "He met the Boss again, and the Chairman."
+    rare = linked("Boss", "Bruce Springsteen", count=1, prior=0.5)
+    low_prior = linked("Chairman", "Mao Zedong", count=40, prior=0.004)
+    strict = dataclasses.replace(DEFAULT, min_alias_count=2)
+    assert label_missing_mentions(text, [], [rare, low_prior], strict) == []
+    assert rejection_reason(rare, strict) == "rare"
+    assert rejection_reason(low_prior, DEFAULT) == "low_prior"
+    assert [m.surface for m in label_missing_mentions(text, [], [rare], DEFAULT)] == ["Boss"]
+
+
+def test_numbers_without_letters_are_refused_by_default():
+    text = "In 1990 and again in 1990."
+    cand = linked("1990", "1990")
+    assert label_missing_mentions(text, [], [cand], DEFAULT) == []
+    assert len(label_missing_mentions(text, [], [cand], dataclasses.replace(DEFAULT, require_letter=False))) == 2
+
+
+def test_ambiguity_prior_takes_higher_prior_and_skip_refuses():
+    text = "Georgia signed a treaty. Georgia won."
+    cands = [linked("Georgia", "Georgia (country)", prior=0.3), linked("Georgia", "Georgia (U.S. state)", prior=0.6)]
+    out = label_missing_mentions(text, [], cands, DEFAULT)
+    assert {m.entity for m in out} == {"Georgia (U.S. state)"} and len(out) == 2
+    assert label_missing_mentions(text, [], cands, dataclasses.replace(DEFAULT, ambiguity="skip")) == []
+
+
+def test_ambiguity_tie_goes_to_first_title():
+    text = "Mercury rose."
+    cands = [linked("Mercury", "Mercury (planet)", prior=0.4), linked("Mercury", "Mercury (element)", prior=0.4)]
+    assert [m.entity for m in label_missing_mentions(text, [], list(reversed(cands)), DEFAULT)] == ["Mercury (element)"]
+
+
+def test_a_filtered_candidate_does_not_make_an_alias_ambiguous():
+    text = "Paris is lovely."
+    cands = [linked("Paris", "Paris", prior=0.9), linked("Paris", "Paris Hilton", prior=0.001)]
+    out = label_missing_mentions(text, [], cands, dataclasses.replace(DEFAULT, ambiguity="skip"))
+    assert [m.entity for m in out] == ["Paris"]
+
+
+def test_case_sensitivity():
+    text = "An apple fell on Apple headquarters."
+    cands = [linked("Apple", "Apple Inc.")]
+    assert [m.start for m in label_missing_mentions(text, [], cands, DEFAULT)] == [text.index("Apple")]
+    insensitive = dataclasses.replace(DEFAULT, case_sensitive=False)
+    assert [m.surface for m in label_missing_mentions(text, [], cands, insensitive)] == ["apple", "Apple"]
+
+
+def test_case_insensitive_keeps_offsets_with_length_changing_characters():
+    text = "İstanbul and ISTANBUL and istanbul."
+    out = label_missing_mentions(text, [], [linked("Istanbul", "Istanbul")], dataclasses.replace(DEFAULT, case_sensitive=False))
+    assert [m.surface for m in out] == ["ISTANBUL", "istanbul"]
+    assert all(text[m.start : m.end] == m.surface for m in out)
+
+
+def test_no_break_space_in_text_matches_space_in_alias():
+    text = "He visited New\u00a0York last year."
+    out = label_missing_mentions(text, [], [linked("New York", "New York City")], DEFAULT)
+    assert [m.surface for m in out] == ["New\u00a0York"]
+
+
+def test_linked_switch_off_disables_rule_a():
+    text = "Paris again."
+    off = dataclasses.replace(DEFAULT, label_linked_entities=False)
+    assert label_missing_mentions(text, [], [linked("Paris", "Paris")], off) == []
+
+
+# --------------------------------------------------------------------------- rule (b)
+
+
+def test_title_alias_labels_the_pages_own_entity_even_with_no_anchor_use():
+    text = "Albert Einstein was a physicist. Einstein developed relativity."
+    cands = [titled("Albert Einstein", "Albert Einstein", count=0, prior=0.0), titled("Einstein", "Albert Einstein", count=900, prior=0.7)]
+    out = label_missing_mentions(text, [], cands, DEFAULT)
+    assert spans(out) == [
+        ("Albert Einstein", "Albert Einstein", TITLE_ALIAS),
+        ("Einstein", "Albert Einstein", TITLE_ALIAS),
+    ]
+
+
+def test_title_without_qualifier_and_redirects_are_curated_names():
+    text = "Mercury is a planet. Hermes-star is an old name."
+    title = titled("Mercury", "Mercury (planet)", count=0, prior=0.0)
+    redirect = titled("Hermes-star", "Mercury (planet)", count=0, prior=0.0, sources=("redirect",))
+    out = label_missing_mentions(text, [], [title, redirect], DEFAULT)
+    assert [m.surface for m in out] == ["Mercury", "Hermes-star"]
+    no_redirects = dataclasses.replace(DEFAULT, trust_redirects=False)
+    assert [m.surface for m in label_missing_mentions(text, [], [title, redirect], no_redirects)] == ["Mercury"]
+
+
+def test_title_rule_refuses_rare_unknown_alias_and_can_be_switched_off():
+    text = "Albert Einstein, called Albie by friends."
+    rare = titled("Albie", "Albert Einstein", count=0, prior=0.0)  # neither an anchor nor a known title/redirect
+    assert rejection_reason(rare, DEFAULT) == "rare"
+    cands = [titled("Albert Einstein", "Albert Einstein", count=0, prior=0.0), rare]
+    assert [m.surface for m in label_missing_mentions(text, [], cands, DEFAULT)] == ["Albert Einstein"]
+    off = dataclasses.replace(DEFAULT, label_title_entity=False)
+    assert label_missing_mentions(text, [], cands, off) == []
+
+
+def test_title_rule_refuses_partial_words_stopwords_and_short_aliases():
+    text = "Go (game) players. Going out. The Go board."
+    cands = [titled("Go", "Go (game)", count=0, prior=0.0), titled("The", "Go (game)")]
+    assert label_missing_mentions(text, [], cands, DEFAULT) == []
+
+
+def test_page_entity_wins_its_own_title_over_a_linked_namesake():
+    text = "Georgia is a country in the Caucasus. Georgia borders Russia; see also Georgia."
+    cands = [
+        titled("Georgia", "Georgia (country)", count=0, prior=0.0),
+        linked("Georgia", "Georgia (U.S. state)", prior=0.7),
+    ]
+    links = [link(text, "Georgia", "Georgia (U.S. state)", occurrence=2)]
+    for policy in ("prior", "skip"):
+        out = label_missing_mentions(text, links, cands, dataclasses.replace(DEFAULT, ambiguity=policy))
+        assert spans(out) == [("Georgia", "Georgia (country)", TITLE_ALIAS)] * 2
+    # An anchor-only alias of the page's entity gets no such precedence: the prior decides.
+    weak = [titled("Peach State", "Georgia (country)", count=3, prior=0.2), linked("Peach State", "Georgia (U.S. state)", prior=0.7)]
+    out = label_missing_mentions("The Peach State.", [], weak, DEFAULT)
+    assert [m.entity for m in out] == ["Georgia (U.S. state)"]
+
+
+def test_entity_both_linked_and_title_is_labelled_once_as_title_alias():
+    text = "Paris is big. Paris is old."
+    cands = [linked("Paris", "Paris"), titled("Paris", "Paris")]
+    out = label_missing_mentions(text, [link(text, "Paris", "Paris")], cands, DEFAULT)
+    assert spans(out) == [("Paris", "Paris", TITLE_ALIAS)]
+    only_linked = dataclasses.replace(DEFAULT, label_title_entity=False)
+    assert spans(label_missing_mentions(text, [], cands, only_linked))[0][2] == SAME_PAGE_ALIAS
+
+
+# --------------------------------------------------------------------------- other scripts
+
+
+def test_ukrainian_whole_words():
+    text = "Київ — столиця України. Київський університет розташований у Києві. Місто Київ велике."
+    cands = [linked("Київ", "Київ"), linked("України", "Україна"), titled("Києві", "Київ", count=5, prior=0.9)]
+    out = label_missing_mentions(text, [link(text, "Київ", "Київ")], cands, LabelConfig.for_language("uk"))
+    assert spans(out) == [
+        ("України", "Україна", SAME_PAGE_ALIAS),
+        ("Києві", "Київ", TITLE_ALIAS),  # the inflected form is a title-entity alias here
+        ("Київ", "Київ", SAME_PAGE_ALIAS),  # not the linked span, nor "Київський"
+    ]
+    assert out[-1].start == text.rindex("Київ")
+
+
+def test_accented_greek_and_combining_marks_are_word_characters():
+    text = "Café Zürich; Cafés; Αθήνα και Αθήναι; नेहरू नेहरूजी"
+    cands = [linked("Café", "Café"), linked("Αθήνα", "Athens"), linked("नेहरू", "Nehru")]
+    out = label_missing_mentions(text, [], cands, DEFAULT)
+    assert [m.surface for m in out] == ["Café", "Αθήνα", "नेहरू"]
+    # A match may not stop before a combining mark ("Cafe" + U+0301).
+    decomposed = "Cafe\u0301 au lait"
+    assert label_missing_mentions(decomposed, [], [linked("Cafe", "Cafe")], DEFAULT) == []
+
+
+def test_unspaced_scripts_match_inside_runs_when_allowed():
+    text = "北京是中国的首都。北京大学在北京。"
+    cands = [linked("北京", "北京市"), linked("北京大学", "北京大学")]
+    zh = LabelConfig.for_language("zh")
+    assert zh.min_alias_chars == 2
+    out = label_missing_mentions(text, [link(text, "北京", "北京市")], cands, zh)
+    assert spans(out) == [("北京大学", "北京大学", SAME_PAGE_ALIAS), ("北京", "北京市", SAME_PAGE_ALIAS)]
+    strict = dataclasses.replace(zh, match_unspaced_scripts=False)
+    assert label_missing_mentions(text, [], cands, strict) == []
+
+
+def test_thai_does_not_cut_before_a_combining_vowel():
+    text = "กรุงเทพ กรุ"
+    # "กร" is followed by the combining vowel U+0E38 in both places: never a whole match.
+    out = label_missing_mentions(text, [], [linked("กร", "X"), linked("กรุงเทพ", "Bangkok")], LabelConfig.for_language("th"))
+    assert [m.surface for m in out] == ["กรุงเทพ"]
+
+
+# --------------------------------------------------------------------------- API details
+
+
+def test_usable_candidates_filters_and_strips():
+    cands = [linked(" Paris ", "Paris"), linked("The", "The"), linked("Li", "Li"), linked("", "Empty")]
+    assert [c.alias for c in usable_candidates(cands, DEFAULT)] == ["Paris"]
+
+
+def test_config_validation_and_help():
+    with pytest.raises(ValueError):
+        LabelConfig(ambiguity="random")
+    with pytest.raises(ValueError):
+        LabelConfig(stopwords="klingon")
+    with pytest.raises(ValueError):
+        LabelConfig(min_prior=2.0)
+    assert set(LabelConfig.help_texts()) == {f.name for f in dataclasses.fields(LabelConfig)}
+    assert LabelConfig.for_language("uk").stopwords == "en,uk"
+    assert LabelConfig.for_language("xx").stopwords == "en"
+
+
+def test_stopword_file(tmp_path):
+    path = tmp_path / "stop.txt"
+    path.write_text("# custom\nmusée\n\n", encoding="utf-8")
+    cfg = LabelConfig(stopwords=f"en,{path}")
+    assert rejection_reason(linked("Musée", "Musée"), cfg) == "stopword"
+    assert rejection_reason(linked("Louvre", "Louvre"), cfg) is None
+
+
+def test_unknown_origin_is_an_error():
+    with pytest.raises(ValueError):
+        label_missing_mentions("Paris", [], [AliasCandidate("Paris", "Paris", 5, 0.5, "nearby")], DEFAULT)
+
+
+def test_count_by_source():
+    ms = [Mention(0, 1, "a", "A", "hyperlink"), Mention(2, 3, "b", "B", TITLE_ALIAS), Mention(4, 5, "c", "C", TITLE_ALIAS)]
+    assert count_by_source(ms) == {"hyperlink": 1, TITLE_ALIAS: 2}
+    assert count_by_source([]) == {}
+
+
+# --------------------------------------------------------------------------- properties and speed
+
+_WORDS = ["Alpha", "Beta", "Gamma", "Delta", "Київ", "Zürich", "北京", "and", "of", "(", ")", ",", "'s"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    words=st.lists(st.sampled_from(_WORDS), min_size=1, max_size=40),
+    aliases=st.lists(st.lists(st.sampled_from(_WORDS[:7]), min_size=1, max_size=3), min_size=1, max_size=6),
+    n_links=st.integers(0, 3),
+    data=st.data(),
+)
+def test_labels_are_exact_disjoint_whole_and_avoid_links(words, aliases, n_links, data):
+    text = " ".join(words)
+    cands = [linked(" ".join(a), f"E{i}") for i, a in enumerate(aliases)]
+    links = []
+    for _ in range(n_links):
+        start = data.draw(st.integers(0, len(text) - 1))
+        end = data.draw(st.integers(start + 1, len(text)))
+        links.append(Mention(start, end, text[start:end], "L", "hyperlink"))
+    cfg = LabelConfig(min_alias_chars=2)
+    out = label_missing_mentions(text, links, cands, cfg)
+    alias_entities = {" ".join(a): f"E{i}" for i, a in enumerate(aliases)}
+    taken = [False] * len(text)
+    for ln in links:
+        for i in range(ln.start, ln.end):
+            taken[i] = True
+    assert [m.start for m in out] == sorted(m.start for m in out)
+    for m in out:
+        assert text[m.start : m.end] == m.surface and m.surface in alias_entities
+        assert not any(taken[m.start : m.end])  # no overlap with links or other labels
+        taken[m.start : m.end] = [True] * (m.end - m.start)
+        for edge in (m.start - 1, m.end):  # whole words (the Han word may be cut)
+            if 0 <= edge < len(text) and text[edge].isalnum():
+                assert "\u4e00" <= text[edge] <= "\u9fff"
+
+
+def _synthetic_article(n_chars: int, n_aliases: int, seed: int = 0):
+    rng = random.Random(seed)
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    vocab = ["".join(rng.choice(letters) for _ in range(rng.randint(2, 9))) for _ in range(5000)]
+    aliases = sorted({" ".join(rng.choice(vocab).capitalize() for _ in range(rng.randint(1, 3))) for _ in range(n_aliases)})
+    cands = [linked(a, f"Entity {i % 700}") for i, a in enumerate(aliases)]
+    parts, size = [], 0
+    while size < n_chars:
+        word = rng.choice(aliases) if rng.random() < 0.05 else rng.choice(vocab)
+        parts.append(word)
+        size += len(word) + 1
+    return " ".join(parts)[:n_chars], cands
+
+
+def test_speed_long_article_many_aliases():
+    text, cands = _synthetic_article(100_000, 1000)
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        out = label_missing_mentions(text, [], cands, DEFAULT)
+        best = min(best, time.perf_counter() - t0)
+    assert len(out) > 300
+    # ~10 ms measured on a 2-core dev box; generous bound for slow CI machines.
+    assert best < 0.25, f"labelling took {best * 1000:.1f} ms"

@@ -89,7 +89,11 @@ def run_target(target: str, args: list[str]) -> None:
         sys.argv = [target, *args]
         runpy.run_path(target, run_name="__main__")
         return
-    if importlib.util.find_spec(target) is None:
+    try:
+        found = importlib.util.find_spec(target) is not None
+    except ModuleNotFoundError:  # a missing parent package
+        found = False
+    if not found:
         raise CliError(f"no such pipeline module: {target}")
     sys.argv = [target, *args]
     runpy.run_module(target, run_name="__main__", alter_sys=True)

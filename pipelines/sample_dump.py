@@ -181,7 +181,7 @@ def build_sample(n_per_kind: int = 60, n_paragraphs: int = 4, seed: int = 7) -> 
         page_id += 1
     # Redirects: short names of rivers and guilds, a two-hop chain, a loop, one to a section.
     for e in by_kind["river"][:10] + by_kind["org"][:10]:
-        alias = e.short.removeprefix("the ")
+        alias = e.title.removesuffix(" River").removesuffix(" Guild")
         pages.append(_page(page_id, 0, alias, f"#REDIRECT [[{e.title}]]", redirect=e.title))
         page_id += 1
     town = by_kind["town"][0]

@@ -20,6 +20,7 @@ incomplete run.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -32,6 +33,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 
 from pipelines import storage
 from pipelines.config import WikiMentionsConfig, parse_config
+from pipelines.corpus.labels import LabelConfig
 from pipelines.dump import DumpError, default_index_path, plan_read_ranges, read_siteinfo
 from pipelines.records import DeadLetter, SiteInfo
 from pipelines.transforms.aliases import BuildAliasTable, SelectEntityVocab
@@ -74,14 +76,34 @@ def site_summary(site: SiteInfo) -> dict:
     }
 
 
+def labels_for_site(labels: LabelConfig, site: SiteInfo) -> LabelConfig:
+    """Adapt the language-dependent label defaults (stopwords, shortest alias) to the dump's
+    language; values the user set explicitly are kept."""
+    if not site.language or site.language in ("en", "simple"):
+        return labels
+    defaults, adapted = LabelConfig(), LabelConfig.for_language(site.language)
+    changes = {name: getattr(adapted, name) for name in ("stopwords", "min_alias_chars")
+               if getattr(labels, name) == getattr(defaults, name)}
+    return dataclasses.replace(labels, **changes)
+
+
+def disambiguation_for_site(templates: list, site: SiteInfo) -> DisambiguationConfig:
+    """The built-in per-language lists, or the user's list for this wiki when given."""
+    if not templates:
+        return DisambiguationConfig()
+    return DisambiguationConfig(templates={site.dbname: tuple(templates)}, default_language=site.dbname)
+
+
 def build_pipeline(p: beam.Pipeline, cfg: WikiMentionsConfig, site: SiteInfo, ranges: list, job: dict) -> None:
     """Add the whole job to ``p``."""
     out = cfg.output
+    labels = labels_for_site(cfg.labels, site)
+    job = {**job, "effective_labels": dataclasses.asdict(labels)}
     parse_options = ParseOptions(
         max_page_bytes=cfg.max_page_mb << 20,
         max_wikitext_chars=cfg.max_wikitext_chars,
         progress_every_s=cfg.progress_every_s,
-        disambiguation=DisambiguationConfig.for_site(site, extra_templates=tuple(cfg.disambiguation_templates)),
+        disambiguation=disambiguation_for_site(cfg.disambiguation_templates, site),
     )
     parsed = p | "ParseWikiDump" >> ParseWikiDump(ranges, site, parse_options)
     resolved = (
@@ -99,7 +121,7 @@ def build_pipeline(p: beam.Pipeline, cfg: WikiMentionsConfig, site: SiteInfo, ra
     vocab_rows = links["entity_links"] | "SelectEntityVocab" >> SelectEntityVocab(cfg.entity_vocab_size)
     labeled = (
         {"articles": parsed["articles"], "page_targets": links["page_targets"], "alias_rows": aliases["rows"]}
-        | "LabelMissingMentions" >> LabelMissingMentions(cfg.labels, cfg.keep_red_links)
+        | "LabelMissingMentions" >> LabelMissingMentions(labels, cfg.keep_red_links)
     )
     passage_options = PassageOptions(
         tokenizer=cfg.tokenizer, window=cfg.window, overlap=cfg.overlap,

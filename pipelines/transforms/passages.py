@@ -37,7 +37,7 @@ class PassageOptions:
 
 
 class CandidatesForEntityFn(beam.DoFn):
-    """(entity, {"refs": [(page_id, origin)], "aliases": [(alias, count, prior)]}) -> (page_id, AliasCandidate)."""
+    """(entity, {"refs": [(page_id, origin)], "aliases": [(alias, count, prior, sources)]}) -> (page_id, AliasCandidate)."""
 
     def process(self, element):
         entity, grouped = element
@@ -46,8 +46,9 @@ class CandidatesForEntityFn(beam.DoFn):
             return
         aliases = list(grouped["aliases"])
         for page_id, origin in refs:
-            for alias, count, prior in aliases:
-                yield page_id, AliasCandidate(alias=alias, entity=entity, count=count, prior=prior, origin=origin)
+            for alias, count, prior, sources in aliases:
+                yield page_id, AliasCandidate(
+                    alias=alias, entity=entity, count=count, prior=prior, origin=origin, sources=tuple(sources))
 
 
 class LabelArticleFn(CountingDoFn):
@@ -101,7 +102,7 @@ class LabelMissingMentions(beam.PTransform):
         aliases_by_entity = (
             alias_rows
             | "ShortAliasesOut" >> beam.Filter(lambda r: len(r["alias"]) >= min_chars)
-            | "AliasesByEntity" >> beam.Map(lambda r: (r["entity"], (r["alias"], r["count"], r["prior"])))
+            | "AliasesByEntity" >> beam.Map(lambda r: (r["entity"], (r["alias"], r["count"], r["prior"], r["sources"])))
         )
         linked_refs = (
             page_targets

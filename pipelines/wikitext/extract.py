@@ -1,0 +1,461 @@
+"""Wikitext -> plain text with exact hyperlink mentions.
+
+``extract_article(wikitext, site)`` returns the article's readable text and one
+:class:`LinkMention` per link to an article, with ``text[start:end] ==
+surface`` guaranteed by construction (offsets are taken while the text is
+built, and re-mapped through the final whitespace tidy).
+
+How: :mod:`pipelines.wikitext.prepass` first cuts templates, references,
+tables, comments and other non-prose (most of the bytes); mwparserfromhell then
+parses what is left and is the parser of record for links, HTML tags, external
+links, headings, bold/italic and entities; a small tree walk renders text.
+
+Rendering decisions
+-------------------
+* Kept: prose, section headings (own line, no ``=``), list items (markers
+  removed), the inner text of formatting/HTML tags (``<b>``, ``<span>``,
+  ``<sup>``, ``<poem>``...), labels of ``[http://x label]`` links, the visible
+  text of links that are not mentions (``[[:Category:X|cats]]``, ``[[wikt:x]]``).
+* Dropped: templates, parser functions, refs, tables (wiki and HTML),
+  comments, ``<math>``, ``<chem>``, ``<gallery>``, ``<timeline>``, ``<score>``,
+  ``<syntaxhighlight>``/``<source>``/``<pre>`` (code or pictures, not prose),
+  files/images with their captions, categories, interlanguage links, magic
+  words, bare URLs and unlabelled ``[http://x]`` links.
+* A link's surface is what the reader sees: the label, or else the target as
+  written (leading colon removed, percent-escapes decoded; ``[[foo_bar]]``
+  shows "foo_bar", as MediaWiki shows it), plus its link trail
+  (``[[bus]]es`` -> "buses": following letters that are not upper-case, not in
+  a script written without spaces (Han, Kana, Thai...)). ``[[A (b)|]]`` uses
+  the pipe trick ("A"). Whitespace inside a surface is folded to one space.
+
+Count keys (``Extraction.counts``), stable snake_case:
+``links_kept`` (mentions), ``self_links`` (kept mentions of the page itself),
+``links_in_template``, ``links_in_ref``, ``links_in_table``, ``links_in_file``
+(captions of files and galleries), ``links_in_tag`` (inside other dropped
+tags), ``interlanguage``, ``interwiki``, ``other_namespace`` (incl. ``[[:File:``
+and ``[[:Category:`` links), ``section_link`` (``[[#Section]]``),
+``invalid_target``, ``empty_surface`` (label renders to nothing),
+``nested_link`` (a link inside another link's label, shown as text),
+``files``, ``categories``, ``external_links``, ``stray_markup`` (an ``[[``
+that formed no link, removed from the text), ``stray_brackets`` (all
+unmatched ``[[``/``]]``/``{{``/``}}`` removed from the text), ``dropped_in_tidy`` (a mention
+whose text vanished when whitespace was tidied; should stay 0), plus the
+pre-pass's counts (see :mod:`pipelines.wikitext.prepass`).
+"""
+from __future__ import annotations
+
+import re
+import unicodedata
+from bisect import bisect_right
+from dataclasses import dataclass, field
+from typing import Callable
+
+import mwparserfromhell
+from mwparserfromhell.nodes import (
+    Argument,
+    Node,
+    Comment,
+    ExternalLink,
+    Heading,
+    HTMLEntity,
+    Tag,
+    Template,
+    Text,
+    Wikilink,
+)
+from mwparserfromhell.wikicode import Wikicode
+
+from pipelines.records import LinkMention, SiteInfo
+from pipelines.wikitext.errors import ExtractionError
+from pipelines.wikitext.namespaces import NS_CATEGORY, NS_FILE, NamespaceTable, namespace_table
+from pipelines.wikitext.prepass import (
+    DEFAULT_MAX_DEPTH,
+    DROPPED_TAG_REASONS,
+    REMOVED_LABEL_MARK,
+    prepass,
+)
+from pipelines.wikitext.titles import (
+    ARTICLE,
+    INTERLANGUAGE,
+    INTERWIKI,
+    NAMESPACE,
+    SECTION,
+    LinkTarget,
+    decode_title_escapes,
+    parse_link_target_with,
+)
+
+DEFAULT_MAX_INPUT_CHARS = 8_000_000  # the largest enwiki articles are ~1.5M
+
+_BLOCK_TAGS = frozenset((
+    "p", "div", "blockquote", "center", "ul", "ol", "li", "dl", "dt", "dd", "h1", "h2",
+    "h3", "h4", "h5", "h6", "tr", "td", "th", "caption", "figure", "figcaption", "poem",
+    "hr", "br",
+))
+_DROPPED_HTML_TAGS = {"table": "links_in_table", "style": "links_in_tag", "script": "links_in_tag"}
+_APOSTROPHE_RUN = re.compile(r"'{2,}")
+_STRAY_MARKUP = re.compile(r"\[\[|\]\]|\{\{|\}\}")
+_PARENTHETICAL = re.compile(r"\s*[(\uff08][^()\uff08\uff09]*[)\uff09]\s*$")
+# Tidy pass 1: empty parentheses left by removed templates, spaces before , . )
+_TIDY_PUNCT = re.compile(r"[(\uff08][^\S\n]*[,;:]?[^\S\n]*[)\uff09]|(?<=\()[^\S\n]+|[^\S\n]+(?=[,.)])")
+# Tidy pass 2: whitespace runs (2+ chars, or any whitespace that is not " ").
+_TIDY_SPACE = re.compile(r"\s{2,}|[^\S ]")
+
+
+@dataclass(frozen=True, slots=True)
+class ExtractConfig:
+    """Limits and switches of :func:`extract_article`."""
+
+    max_input_chars: int = DEFAULT_MAX_INPUT_CHARS
+    max_nesting_depth: int = DEFAULT_MAX_DEPTH
+    # Regex matched at the start of the text after a link to take its trail
+    # (e.g. "[a-z]+" for MediaWiki's English rule); None: the Unicode rule.
+    link_trail: str | None = None
+    keep_headings: bool = True
+
+
+@dataclass(slots=True)
+class Extraction:
+    """Plain text of an article, its link mentions and what was skipped, by reason."""
+
+    text: str
+    links: list[LinkMention] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+def extract_article(wikitext: str, site: SiteInfo, *, title: str = "",
+                    config: ExtractConfig | None = None) -> Extraction:
+    """Render ``wikitext`` to plain text and its article-link mentions.
+
+    Raises :class:`ExtractionError` when the text is beyond the configured
+    limits or the parser fails; the message names the page and the reason.
+    """
+    config = config or ExtractConfig()
+    if len(wikitext) > config.max_input_chars:
+        raise ExtractionError("input_too_large", f"{title!r}: {len(wikitext)} chars "
+                              f"> limit {config.max_input_chars}")
+    try:
+        cleaned = prepass(wikitext, max_depth=config.max_nesting_depth)
+    except ExtractionError as err:
+        raise ExtractionError(err.reason, f"{title!r}: {err.detail}") from err
+    try:
+        code = mwparserfromhell.parse(cleaned.text)
+    except RecursionError as err:
+        raise ExtractionError("recursion_error", f"{title!r}: markup nested too deeply") from err
+    except Exception as err:  # e.g. "C tokenizer exited with non-empty token stack"
+        raise ExtractionError("parser_error", f"{title!r}: {type(err).__name__}: {err}") from err
+    renderer = _Renderer(namespace_table(site), config, cleaned.counts, title)
+    out = _Builder()
+    try:
+        renderer.render(code, out)
+    except RecursionError as err:
+        raise ExtractionError("recursion_error", f"{title!r}: markup nested too deeply") from err
+    except Exception as err:  # a tree shape the walker does not expect: fail this page only
+        raise ExtractionError("render_error", f"{title!r}: {type(err).__name__}: {err}") from err
+    text, links = _tidy("".join(out.parts), out.spans, renderer.counts)
+    renderer.counts["links_kept"] = len(links)
+    return Extraction(text, links, renderer.counts)
+
+
+@dataclass(slots=True)
+class _Builder:
+    """Output pieces with a running length, and the mention spans recorded so far."""
+
+    parts: list[str] = field(default_factory=list)
+    size: int = 0
+    spans: list[tuple[int, int, str]] = field(default_factory=list)  # start, end, target
+
+    def emit(self, piece: str) -> None:
+        if piece:
+            self.parts.append(piece)
+            self.size += len(piece)
+
+    def text(self) -> str:
+        return "".join(self.parts)
+
+
+class _Renderer:
+    """Walks mwparserfromhell's tree, writing text into a :class:`_Builder`."""
+
+    __slots__ = ("table", "config", "counts", "title", "trail_length", "self_title")
+
+    def __init__(self, table: NamespaceTable, config: ExtractConfig,
+                 counts: dict[str, int], title: str) -> None:
+        self.table = table
+        self.config = config
+        self.counts = counts
+        self.title = title
+        self.self_title = parse_link_target_with(title, table).title if title else ""
+        self.trail_length = _trail_rule(config.link_trail)
+
+    def bump(self, key: str, by: int = 1) -> None:
+        if by:
+            self.counts[key] = self.counts.get(key, 0) + by
+
+    # -- tree walk ---------------------------------------------------------
+    def render(self, code: Wikicode, out: _Builder, in_label: bool = False) -> None:
+        nodes = code.nodes
+        consumed = 0  # leading chars of the next Text already taken as a link trail
+        for index, node in enumerate(nodes):
+            kind = type(node)
+            if kind is Text:
+                value = node.value[consumed:] if consumed else node.value
+                consumed = 0
+                out.emit(self.clean_text(value))
+            elif kind is Wikilink:
+                following = nodes[index + 1] if index + 1 < len(nodes) else None
+                trail_source = following.value if type(following) is Text else ""
+                consumed = self.render_link(node, trail_source, out, in_label)
+            elif kind is Tag:
+                self.render_tag(node, out, in_label)
+            elif kind is HTMLEntity:
+                out.emit(node.normalize())
+            elif kind is ExternalLink:
+                self.bump("external_links")
+                if node.brackets and node.title is not None:
+                    self.render(node.title, out, in_label)
+            elif kind is Heading:
+                if self.config.keep_headings:
+                    out.emit("\n")
+                    self.render(node.title, out, in_label)
+                    out.emit("\n")
+            elif kind is Template or kind is Argument:
+                # The pre-pass removes these; kept as a safety net.
+                self.bump("links_in_template", _count_links(node))
+            elif kind is Comment:
+                continue
+
+    def clean_text(self, value: str) -> str:
+        if REMOVED_LABEL_MARK in value:
+            value = value.replace(REMOVED_LABEL_MARK, "")
+        if "''" in value:
+            value = _APOSTROPHE_RUN.sub(_unbalanced_quotes, value)
+        if "[[" in value or "]]" in value or "{{" in value or "}}" in value:
+            self.bump("stray_markup", value.count("[["))  # a link that never formed
+            value, removed = _STRAY_MARKUP.subn("", value)
+            self.bump("stray_brackets", removed)
+        return value
+
+    def render_tag(self, node: Tag, out: _Builder, in_label: bool) -> None:
+        name = str(node.tag).strip().lower()
+        markup = node.wiki_markup
+        if markup:
+            if name == "table":
+                self.bump("links_in_table", _count_links(node))
+                out.emit("\n")
+            elif name in ("b", "i") and node.contents is not None:
+                self.render(node.contents, out, in_label)
+            elif name == "hr":
+                out.emit("\n")
+            return  # list markers: nothing
+        reason = DROPPED_TAG_REASONS.get(name) or _DROPPED_HTML_TAGS.get(name)
+        if reason:
+            self.bump(reason, _count_links(node))
+            if name == "table":
+                out.emit("\n")
+            return
+        block = name in _BLOCK_TAGS
+        if block:
+            out.emit("\n")
+        if not node.self_closing and node.contents is not None:
+            self.render(node.contents, out, in_label)
+        if block:
+            out.emit("\n")
+
+    # -- links -------------------------------------------------------------
+    def render_link(self, node: Wikilink, trail_source: str, out: _Builder,
+                    in_label: bool) -> int:
+        """Render one wikilink; return how many chars of the next Text it consumed."""
+        raw_target = str(node.title)
+        target = parse_link_target_with(raw_target, self.table)
+        kind = target.kind
+        if kind == NAMESPACE and not target.leading_colon and target.ns in (NS_FILE, NS_CATEGORY):
+            if target.ns == NS_FILE:
+                self.bump("files")
+                self.bump("links_in_file", _count_links(node.text) if node.text else 0)
+            else:
+                self.bump("categories")
+            return 0
+        if kind == INTERLANGUAGE and not target.leading_colon:
+            self.bump("interlanguage")  # sidebar link, not shown in the text
+            return 0
+        label = self.label_of(node, target, raw_target)
+        trail = self.trail_length(trail_source) if trail_source else 0
+        if label.strip() and trail and not label[-1].isspace():
+            label += trail_source[:trail]
+        else:
+            trail = 0
+        surface = " ".join(label.split())
+        if kind != ARTICLE:
+            self.bump(_NOT_A_MENTION[kind])
+            out.emit(surface)
+            return trail
+        if not surface:
+            self.bump("empty_surface")
+            return trail
+        if in_label:
+            self.bump("nested_link")
+            out.emit(surface)
+            return trail
+        if label[0].isspace():
+            out.emit(" ")
+        start = out.size
+        out.emit(surface)
+        out.spans.append((start, out.size, target.title))
+        if target.title == self.self_title:
+            self.bump("self_links")
+        if label[-1].isspace():
+            out.emit(" ")
+        return trail
+
+    def label_of(self, node: Wikilink, target: LinkTarget, raw_target: str) -> str:
+        """The visible text of a link, before its trail."""
+        if node.text is None:
+            shown = decode_title_escapes(raw_target).strip()
+            return shown[1:] if shown.startswith(":") else shown
+        label_out = _Builder()
+        self.render(node.text, label_out, in_label=True)
+        label = label_out.text()
+        if not label.strip() and not str(node.text).strip():
+            return _pipe_trick(target)  # [[Target|]]
+        return label
+
+
+_NOT_A_MENTION = {
+    NAMESPACE: "other_namespace", INTERWIKI: "interwiki", INTERLANGUAGE: "interlanguage",
+    SECTION: "section_link", "invalid": "invalid_target",
+}
+
+
+def _count_links(code: Wikicode | Node | None) -> int:
+    """Wikilinks anywhere inside ``code`` (a dropped node or a caption)."""
+    if code is None:
+        return 0
+    if not isinstance(code, Wikicode):
+        code = Wikicode([code])
+    return len(code.filter_wikilinks())
+
+
+def _unbalanced_quotes(match: re.Match[str]) -> str:
+    """Apostrophe runs the parser left as text: '' ''' ''''' are markup, '''' is ' + bold."""
+    run = len(match.group())
+    if run == 4:
+        return "'"
+    return "'" * (run - 5) if run > 5 else ""
+
+
+def _pipe_trick(target: LinkTarget) -> str:
+    """``[[Pipe (computing)|]]`` -> "Pipe"; ``[[Yale, Connecticut|]]`` -> "Yale"."""
+    name = target.title
+    without_parens = _PARENTHETICAL.sub("", name)
+    if without_parens != name:
+        return without_parens
+    return name.split(",", 1)[0].strip()
+
+
+# -- link trails -------------------------------------------------------------
+_SCRIPTS_WITHOUT_TRAILS = (
+    (0x0E00, 0x0EFF), (0x0F00, 0x0FFF), (0x1000, 0x109F), (0x1100, 0x11FF), (0x1780, 0x17FF),
+    (0x2E80, 0x31FF), (0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xA960, 0xA97F), (0xAC00, 0xD7FF),
+    (0xF900, 0xFAFF), (0xFF66, 0xFF9F), (0x20000, 0x3FFFF),
+)
+
+
+def _is_trail_char(char: str, previous_is_letter: bool) -> bool:
+    if char.isalpha():
+        if char.isupper() or char.istitle():
+            return False
+        code = ord(char)
+        return not any(low <= code <= high for low, high in _SCRIPTS_WITHOUT_TRAILS)
+    # Combining marks (Devanagari vowel signs, ...) continue a word.
+    return previous_is_letter and unicodedata.category(char)[0] == "M"
+
+
+def unicode_trail_length(text: str) -> int:
+    """Length of the link trail at the start of ``text`` under the Unicode rule."""
+    length = 0
+    for char in text:
+        if not _is_trail_char(char, length > 0):
+            break
+        length += 1
+    return length
+
+
+def _trail_rule(pattern: str | None) -> Callable[[str], int]:
+    if pattern is None:
+        return unicode_trail_length
+    if pattern == "":
+        return lambda _text: 0
+    compiled = re.compile(pattern)
+
+    def regex_trail_length(text: str) -> int:
+        match = compiled.match(text)
+        return match.end() if match else 0
+    return regex_trail_length
+
+
+# -- whitespace tidy with offset re-mapping --------------------------------------
+def _tidy(raw: str, spans: list[tuple[int, int, str]],
+          counts: dict[str, int]) -> tuple[str, list[LinkMention]]:
+    """Fold whitespace and empty parentheses; carry mention offsets through."""
+    text, spans = _substitute(raw, _TIDY_PUNCT, lambda _m: "", spans)
+    text, spans = _substitute(text, _TIDY_SPACE, _space_replacement, spans)
+    leading = len(text) - len(text.lstrip())
+    text = text.strip()
+    links: list[LinkMention] = []
+    for start, end, target in spans:
+        start, end = max(start - leading, 0), min(end - leading, len(text))
+        while start < end and text[start].isspace():
+            start += 1
+        while end > start and text[end - 1].isspace():
+            end -= 1
+        if start >= end:
+            counts["dropped_in_tidy"] = counts.get("dropped_in_tidy", 0) + 1
+            continue
+        links.append(LinkMention(start, end, text[start:end], target))
+    return text, links
+
+
+def _space_replacement(match: re.Match[str]) -> str:
+    return "\n" if "\n" in match.group() else " "
+
+
+def _substitute(text: str, pattern: re.Pattern[str], replacement: Callable[[re.Match[str]], str],
+                spans: list[tuple[int, int, str]]) -> tuple[str, list[tuple[int, int, str]]]:
+    """``pattern.sub`` that also maps span offsets from the old text to the new one.
+
+    A start inside a replaced region moves to the region's end, an end inside
+    one moves to its start, so a span never grows to cover replaced text.
+    """
+    pieces: list[str] = []
+    old_starts: list[int] = []  # per match: old start, old end, new start, new end
+    old_ends: list[int] = []
+    new_starts: list[int] = []
+    new_ends: list[int] = []
+    last = 0
+    size = 0
+    for match in pattern.finditer(text):
+        begin, finish = match.span()
+        pieces.append(text[last:begin])
+        size += begin - last
+        piece = replacement(match)
+        pieces.append(piece)
+        old_starts.append(begin)
+        old_ends.append(finish)
+        new_starts.append(size)
+        size += len(piece)
+        new_ends.append(size)
+        last = finish
+    if not old_starts:
+        return text, spans
+    pieces.append(text[last:])
+
+    def mapped(position: int, is_start: bool) -> int:
+        index = bisect_right(old_starts, position) - 1
+        if index < 0:
+            return position
+        if position >= old_ends[index]:
+            return new_ends[index] + (position - old_ends[index])
+        return new_ends[index] if is_start else new_starts[index]
+
+    return "".join(pieces), [(mapped(s, True), mapped(e, False), t) for s, e, t in spans]

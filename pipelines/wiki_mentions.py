@@ -220,6 +220,10 @@ def print_summary(output: str, seconds: float) -> None:
     dropped = {k: v for k, v in stats["counters"].items() if k.startswith("links_dropped/")}
     if dropped:
         lines.append("  links dropped: " + ", ".join(f"{k.split('/', 1)[1]} {v:,}" for k, v in sorted(dropped.items())))
+    red, kept = stats["counters"].get("links_dropped/red_link", 0), stats["counters"].get("links/kept", 0)
+    if kept and red > kept / 2:
+        lines.append(f"  note: {red / kept:.0%} of links point to pages absent from this dump; "
+                     "for a partial dump, --keep_red_links true keeps them as entities")
     lines.append(f"  dead letters      {s['dead_letters']:>10,}   (dead_letters/dead_letters.parquet)")
     lines.append(f"  shards written    {len(shards):>10,}   ({sum(f['rows'] for f in shards):,} passages)")
     print("\n".join(lines), flush=True)

@@ -139,7 +139,8 @@ def _open_text(path: str) -> str:
     return Path(path).read_text(encoding="utf-8")
 
 
-DISAMBIG = re.compile(r"\{\{\s*(disambiguation|disambig|dab|hndis|geodis)\s*[|}]|__DISAMBIG__", re.I)
+# The common English disambiguation templates, incl. the "<topic> disambiguation" family.
+DISAMBIG = re.compile(r"\{\{\s*([\w ]+ )?(disambiguation|disambig|dab|hndis|geodis)\s*[|}]|__DISAMBIG__", re.I)
 
 
 def raw_counts(path: str) -> RawCounts:

@@ -34,6 +34,24 @@ REDIRECTS = "redirects"
 PAGE_KINDS = "page_kinds"
 DEAD = "dead"
 
+# Extraction count keys (see pipelines.wikitext.extract) that are links not kept as mentions.
+LINK_DROP_KEYS = frozenset({
+    "interlanguage", "interwiki", "other_namespace", "section_link", "invalid_target",
+    "empty_surface", "nested_link", "dropped_in_tidy",
+})
+
+
+def extraction_counter(key: str) -> str:
+    """Extraction count key -> counter name: links/*, links_dropped/* or removed/*."""
+    if key == "links_kept":
+        return "links/kept"
+    if key == "self_links":
+        return "links/self_links"
+    if key.startswith("links_in_") or key in LINK_DROP_KEYS:
+        return f"links_dropped/{key}"
+    return f"removed/{key}"
+
+
 MAX_LOGGED_DEAD_LETTERS = 50  # per worker; the rest are counted and written, not logged
 
 
@@ -147,13 +165,14 @@ class ClassifyPagesFn(CountingDoFn, _DeadLetterLogging):
         try:
             extraction = extract_article(page.text, self.site, title=title)
         except ExtractionError as exc:
-            yield self._dead(page, "parser_error", str(exc))
+            yield self._dead(page, getattr(exc, "reason", "parser_error") or "parser_error", str(exc))
             return
         except RecursionError as exc:  # a deeply nested page must never sink the job
             yield self._dead(page, "parser_error", f"recursion: {exc}")
             return
         self.count("articles")
-        self.count_all(extraction.counts, prefix="links/")
+        for key, n in extraction.counts.items():
+            self.count(extraction_counter(key), n)
         if not extraction.text.strip():
             self.count("articles_without_text")
         yield beam.pvalue.TaggedOutput(PAGE_KINDS, (title, "article"))

@@ -37,10 +37,6 @@ class CountingDoFn(beam.DoFn):
         counter.inc(n)
         self._tally[name] += n
 
-    def count_all(self, counts: dict[str, int], prefix: str = "") -> None:
-        for name, n in counts.items():
-            self.count(prefix + name, n)
-
     def start_bundle(self) -> None:
         self._tally = Counter()
 

@@ -106,6 +106,14 @@ class SaveTokenizerFn(beam.DoFn):
             yield storage.file_record(self.output, path, data, None, "tokenizer")
 
 
+# Counters always present in stats.json, zero when nothing was counted.
+HEADLINE_COUNTERS = (
+    "pages_read", "articles", "redirects", "disambiguation_pages", "redirect_loops",
+    "redirect_chains_too_long", "siteinfo_missing", "mentions/hyperlink", "mentions/same_page_alias",
+    "mentions/title_alias", "passages/train", "passages/validation",
+)
+
+
 def _summary(counters: dict) -> dict:
     """Headline numbers derived from the counters, for people and the dataset card."""
     get = counters.get
@@ -135,7 +143,7 @@ class WriteManifestFn(beam.DoFn):
 
     def process(self, _, files: list, stats: list):
         files = sorted(files, key=lambda f: f["path"])
-        counters = dict(sorted(stats))
+        counters = dict(sorted({**dict.fromkeys(HEADLINE_COUNTERS, 0), **dict(stats)}.items()))
         keep = {storage.join(self.output, f["path"]) for f in files}
         stale = [
             path

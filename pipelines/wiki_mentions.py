@@ -29,7 +29,7 @@ import time
 from operator import itemgetter
 
 import apache_beam as beam
-from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions, TestOptions
 
 from pipelines import storage
 from pipelines.config import WikiMentionsConfig, parse_config
@@ -240,7 +240,8 @@ def run(argv: list[str] | None = None) -> int:
         print(f"wiki_mentions: error: {exc}", file=sys.stderr)
         return 2
     manifest_path = storage.join(cfg.output, storage.MANIFEST)
-    if storage.exists(manifest_path):
+    dry_run = bool(options.view_as(TestOptions).dry_run)  # Dataflow: build and validate the job only
+    if not dry_run and storage.exists(manifest_path):
         # The manifest is the commit point: drop it first so that, until this
         # run completes, the folder reads as incomplete (never old + new).
         storage.delete_files([manifest_path])
@@ -252,6 +253,9 @@ def run(argv: list[str] | None = None) -> int:
     pipeline = beam.Pipeline(options=options)
     build_pipeline(pipeline, cfg, site, ranges, job)
     result = pipeline.run()
+    if dry_run:
+        print(f"wiki_mentions: dry run with {runner}: the job graph was built and not submitted")
+        return 0
     result.wait_until_finish()
     if storage.exists(manifest_path):
         print_summary(cfg.output, time.monotonic() - started)

@@ -48,6 +48,8 @@ class WikiMentionsConfig:
     split_salt: str = _help("salt of the split hash; change it to draw another validation set", default="")
     num_shards: int = _help("Parquet shards per split; pick so one shard (~passages/num_shards rows) fits a worker", default=8)
     alias_shards: int = _help("Parquet shards of the alias table", default=4)
+    description_shards: int = _help("Parquet shards of the entity descriptions (first paragraph of each vocabulary entity's article)", default=4)
+    description_max_chars: int = _help("longest entity description kept, in characters", default=2000)
     row_group_rows: int = _help("rows per Parquet row group (streaming reads)", default=1000)
     progress_every_s: float = _help("seconds between progress lines of a reader", default=10.0)
 
@@ -60,7 +62,7 @@ class WikiMentionsConfig:
             raise ValueError(f"need window >= 2 and 0 <= overlap < window (got {self.window}, {self.overlap})")
         if not (0.0 <= self.validation_fraction <= 1.0):
             raise ValueError("--validation_fraction must be within [0, 1]")
-        for name in ("num_shards", "alias_shards", "row_group_rows", "entity_vocab_size", "max_redirect_hops"):
+        for name in ("num_shards", "alias_shards", "description_shards", "row_group_rows", "entity_vocab_size", "max_redirect_hops"):
             if getattr(self, name) < 1:
                 raise ValueError(f"--{name} must be >= 1")
 

@@ -33,6 +33,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 
 from pipelines import storage
 from pipelines.config import WikiMentionsConfig, parse_config
+from pipelines.corpus.descriptions import first_paragraph
 from pipelines.corpus.labels import LabelConfig
 from pipelines.dump import DumpError, default_index_path, plan_read_ranges, read_siteinfo
 from pipelines.records import DeadLetter, SiteInfo
@@ -50,6 +51,13 @@ SPLITS = ("train", "validation")
 PASSAGE_ORDER = itemgetter("page_id", "window_index")
 ALIAS_ORDER = itemgetter("alias", "entity")
 VOCAB_ORDER = itemgetter("entity_id")
+
+
+def describe_entity(article, vocab: dict, max_chars: int):
+    """An article of a vocabulary entity -> its description row (BLINK's candidate text)."""
+    entity_id = vocab.get(article.title)
+    if entity_id is not None:
+        yield {"entity_id": entity_id, "entity": article.title, "description": first_paragraph(article.text, max_chars)}
 
 
 def _dead_letter_row(dl: DeadLetter) -> dict:
@@ -127,7 +135,19 @@ def build_pipeline(p: beam.Pipeline, cfg: WikiMentionsConfig, site: SiteInfo, ra
         tokenizer=cfg.tokenizer, window=cfg.window, overlap=cfg.overlap,
         validation_fraction=cfg.validation_fraction, split_salt=cfg.split_salt, num_shards=cfg.num_shards,
     )
-    chunks = {"articles": labeled["articles"], "vocab_rows": vocab_rows} | "ChunkWindows" >> ChunkWindows(passage_options)
+    vocab = vocab_rows | "VocabPairs" >> beam.FlatMap(lambda rows: [(r["entity"], r["entity_id"]) for r in rows])
+    chunks = {"articles": labeled["articles"], "vocab": vocab} | "ChunkWindows" >> ChunkWindows(passage_options)
+    nd = cfg.description_shards
+    description_files = (
+        parsed["articles"]
+        | "DescribeVocabEntities" >> beam.FlatMap(
+            describe_entity, vocab=beam.pvalue.AsDict(vocab), max_chars=cfg.description_max_chars)
+        | "KeyDescriptionShard" >> beam.Map(lambda r: (stable_shard(r["entity"], nd), r))
+        | "WriteEntityDescriptions" >> WriteShards(
+            out, "entity_descriptions",
+            {i: f"entity_descriptions/{shard_name('entity_descriptions', i, nd)}" for i in range(nd)},
+            VOCAB_ORDER, cfg.row_group_rows)
+    )
 
     n = cfg.num_shards
     passage_files = chunks["rows"] | "WriteShards" >> WriteShards(
@@ -161,7 +181,7 @@ def build_pipeline(p: beam.Pipeline, cfg: WikiMentionsConfig, site: SiteInfo, ra
         | "TokenizerOnce" >> beam.Create([None])
         | "SaveTokenizer" >> beam.ParDo(SaveTokenizerFn(out, cfg.tokenizer))
     )
-    files = (passage_files, alias_files, vocab_files, dead, tokenizer_files) | "FlattenFiles" >> beam.Flatten()
+    files = (passage_files, alias_files, vocab_files, description_files, dead, tokenizer_files) | "FlattenFiles" >> beam.Flatten()
     stats = tuple(
         parsed["stats"] + resolved["stats"] + links["stats"] + aliases["stats"] + labeled["stats"] + chunks["stats"]
     ) | "SumStats" >> SumStats()

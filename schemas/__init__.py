@@ -7,6 +7,7 @@ a column.
 from schemas.corpus import (
     ALIAS_SCHEMA,
     DEAD_LETTER_SCHEMA,
+    ENTITY_DESCRIPTION_SCHEMA,
     ENTITY_VOCAB_SCHEMA,
     MENTION_TYPE,
     PASSAGE_SCHEMA,
@@ -20,6 +21,7 @@ from schemas.corpus import (
 __all__ = [
     "ALIAS_SCHEMA",
     "DEAD_LETTER_SCHEMA",
+    "ENTITY_DESCRIPTION_SCHEMA",
     "ENTITY_VOCAB_SCHEMA",
     "MENTION_TYPE",
     "PASSAGE_SCHEMA",

@@ -56,6 +56,15 @@ ENTITY_VOCAB_SCHEMA = pa.schema(
     metadata={"schema": "entity_vocab", "version": "1"},
 )
 
+ENTITY_DESCRIPTION_SCHEMA = pa.schema(
+    [
+        pa.field("entity_id", pa.int32(), nullable=False),
+        pa.field("entity", pa.string(), nullable=False),
+        pa.field("description", pa.string(), nullable=False),  # first paragraph of the entity's article
+    ],
+    metadata={"schema": "entity_descriptions", "version": "1"},
+)
+
 DEAD_LETTER_SCHEMA = pa.schema(
     [
         pa.field("stage", pa.string(), nullable=False),
@@ -73,5 +82,6 @@ SCHEMAS = {
     "passages": PASSAGE_SCHEMA,
     "alias_table": ALIAS_SCHEMA,
     "entity_vocab": ENTITY_VOCAB_SCHEMA,
+    "entity_descriptions": ENTITY_DESCRIPTION_SCHEMA,
     "dead_letters": DEAD_LETTER_SCHEMA,
 }

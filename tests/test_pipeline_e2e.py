@@ -72,7 +72,7 @@ def test_manifest_is_complete_and_checksums_match(sample_corpus: Path):
 
     m = validate_output(str(sample_corpus))
     kinds = {f["kind"] for f in m["files"]}
-    assert kinds == {"passages", "alias_table", "entity_vocab", "dead_letters", "tokenizer"}
+    assert kinds == {"passages", "alias_table", "entity_vocab", "entity_descriptions", "dead_letters", "tokenizer"}
     shards = sorted(f["path"] for f in m["files"] if f["kind"] == "passages")
     assert shards == [f"passages/{s}-{i:05d}-of-00003.parquet" for s in ("train", "validation") for i in range(3)]
     assert m["config"]["window"] == 128 and m["config"]["overlap"] == 10
@@ -133,3 +133,16 @@ def test_beam_cli_runs_the_file_with_runner_alias(tmp_path: Path, sample_dump: s
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "passages/train" in proc.stdout
     assert len(vocab(out)) == 53  # 3 reserved + the 50 most linked
+
+
+def test_sample_entity_descriptions_cover_vocabulary_articles(sample_corpus: Path):
+    import pyarrow.parquet as pq
+
+    ids = {r["entity"]: r["entity_id"] for r in vocab(sample_corpus)}
+    rows = [r for f in sorted((sample_corpus / "entity_descriptions").glob("*.parquet"))
+            for r in pq.read_table(f).to_pylist()]
+    assert len(rows) == len(ids) - 3  # every vocabulary entity has an article in the sample
+    for r in rows:
+        assert ids[r["entity"]] == r["entity_id"]
+        assert r["description"].startswith(r["entity"].split(" (")[0]) or r["description"]
+    assert all(r["description"].endswith(".") for r in rows)

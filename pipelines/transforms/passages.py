@@ -188,15 +188,15 @@ def shard_of(page_id: int, num_shards: int) -> int:
 
 
 class ChunkWindows(beam.PTransform):
-    """LabeledArticle -> ((split, shard), passage row), entity ids from the vocabulary side input."""
+    """LabeledArticle -> ((split, shard), passage row); entity ids from the vocabulary
+    ((entity, id) pairs, at most N: the one side input of the job)."""
 
     def __init__(self, options: PassageOptions) -> None:
         super().__init__()
         self.options = options
 
     def expand(self, inputs):
-        articles, vocab_rows = inputs["articles"], inputs["vocab_rows"]
-        vocab = vocab_rows | "VocabPairs" >> beam.FlatMap(lambda rows: [(r["entity"], r["entity_id"]) for r in rows])
+        articles, vocab = inputs["articles"], inputs["vocab"]  # vocab: (entity, entity_id) pairs
         out = articles | "TokenizeAndWindow" >> beam.ParDo(
             ChunkWindowsFn(self.options), vocab=beam.pvalue.AsDict(vocab)).with_outputs(STATS, main="rows")
         return {"rows": out.rows, "stats": [out[STATS]]}

@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 
 # Output folders owned by the job: stale files there (from an earlier run with
 # other shard counts) are removed before the manifest is written.
-OWNED_FOLDERS = ("passages", "alias_table", "entity_vocab", "dead_letters", "tokenizer")
+OWNED_FOLDERS = ("passages", "alias_table", "entity_vocab", "entity_descriptions", "dead_letters", "tokenizer")
 
 
 def shard_name(prefix: str, index: int, count: int) -> str:

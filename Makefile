@@ -30,6 +30,7 @@ demo: demo-pipeline demo-train
 demo-pipeline: $(STAMP) $(DEMO_DUMP)
 	$(VENV)/bin/beam run pipelines/wiki_mentions.py --input $(DEMO_DUMP) --output $(DEMO_OUT) \
 		--num_shards 2 --validation_fraction 0.05 --runner=Direct
+	$(PY) -m pipelines.report $(DEMO_OUT)
 
 demo-train: $(STAMP)
 	$(PY) -m trainer.demo --data $(DEMO_OUT) --output_dir $(DEMO_RUN)

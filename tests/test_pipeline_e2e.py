@@ -146,3 +146,12 @@ def test_sample_entity_descriptions_cover_vocabulary_articles(sample_corpus: Pat
         assert ids[r["entity"]] == r["entity_id"]
         assert r["description"].startswith(r["entity"].split(" (")[0]) or r["description"]
     assert all(r["description"].endswith(".") for r in rows)
+
+
+def test_label_coverage_report_is_a_png(sample_corpus: Path, tmp_path: Path):
+    from pipelines.report import coverage, plot
+
+    cov = coverage(str(sample_corpus))
+    assert cov["tokens"] > 0 and cov["covered"]["hyperlink"] > 0
+    png = plot(str(sample_corpus), str(tmp_path / "cov.png"))
+    assert Path(png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -136,14 +136,14 @@ class ClassifyPagesFn(CountingDoFn, _DeadLetterLogging):
         if not title:
             yield self._dead(page, "invalid_title", page.title)
             return
-        target_raw = page.redirect if page.redirect is not None else None
-        is_redirect = target_raw is not None
-        if not is_redirect:
-            parsed = redirect_target(page.text, self.site) if page.text else None
-            if parsed is not None:
-                is_redirect, target = True, parsed
-        else:
-            target = self._redirect_title(target_raw)
+        # The <redirect title=..> element is authoritative; old exports only have the text.
+        target = None
+        is_redirect = page.redirect is not None
+        if is_redirect:
+            target = self._redirect_title(page.redirect)
+        elif page.text:
+            target = redirect_target(page.text, self.site)
+            is_redirect = target is not None
         if is_redirect:
             self.count("redirects")
             if not target:

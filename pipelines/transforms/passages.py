@@ -17,6 +17,7 @@ from pipelines.corpus.tokenizer import load_tokenizer, tokenize_with_mentions
 from pipelines.corpus.windows import cut_windows
 from pipelines.records import Article, LabeledArticle, Mention
 from pipelines.transforms.stats import STATS, CountingDoFn
+from pipelines.transforms.write import stable_shard
 from schemas import UNK_ENTITY_ID
 
 HYPERLINK = "hyperlink"
@@ -147,7 +148,7 @@ class ChunkWindowsFn(CountingDoFn):
             self.count("articles_without_tokens")
             return
         split = split_of(article.page_id, opts.validation_fraction, salt=opts.split_salt)
-        shard = shard_of(article.page_id, opts.num_shards)
+        shard = stable_shard(str(article.page_id), opts.num_shards)
         self.count(f"pages/{split}")
         self.count(f"passages/{split}", len(windows))
         self.count(f"tokens/{split}", len(tokenized.token_ids))
@@ -177,14 +178,6 @@ class ChunkWindowsFn(CountingDoFn):
                 "token_ids": list(w.token_ids),
                 "mentions": mentions,
             }
-
-
-def shard_of(page_id: int, num_shards: int) -> int:
-    """Stable shard of a page (not Python's hash(): it must not vary between workers)."""
-    import hashlib
-
-    digest = hashlib.blake2b(f"shard:{page_id}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big") % num_shards
 
 
 class ChunkWindows(beam.PTransform):

@@ -32,8 +32,12 @@ demo-pipeline: $(STAMP) $(DEMO_DUMP)
 		--num_shards 2 --validation_fraction 0.05 --runner=Direct
 	$(PY) -m pipelines.report $(DEMO_OUT)
 
+# A short run of the tiny config on 2 CPU ranks (DeepSpeed's CPU accelerator, gloo); one log line per step.
 demo-train: $(STAMP)
-	$(PY) -m trainer.demo --data $(DEMO_OUT) --output_dir $(DEMO_RUN)
+	rm -rf $(DEMO_RUN)
+	OMP_NUM_THREADS=1 $(VENV)/bin/deepspeed --num_gpus 2 trainer/pretrain.py --config configs/pretrain/tiny.yaml \
+		--data $(DEMO_OUT) --output_dir $(DEMO_RUN) --max_steps 40 --train.log_every 2
+	@echo "losses: $(DEMO_RUN)/metrics.jsonl  plot: $(DEMO_RUN)/loss.png"
 
 test: $(STAMP)
 	$(PY) -m pytest

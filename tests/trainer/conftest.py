@@ -1,9 +1,10 @@
 """Fixtures of the trainer tests.
 
-``corpus_dir`` is the corpus every trainer test reads. By default it is a small
-synthetic corpus written by ``corpus_fixture.write_synthetic_corpus`` (the
-pipeline's exact output contract); set WIKIEDM_TRAINER_CORPUS=/path/to/OUT to run
-the same tests on a real pipeline output instead.
+``corpus_dir`` is the corpus every trainer test reads: the corpus job's real
+output on the 206-page enwiki excerpt in ../shared/wikidumps (the session
+fixture ``enwiki206_corpus``), or on the project's own sample dump when the
+excerpts are absent. WIKIEDM_TRAINER_CORPUS=/path/to/OUT points the tests at
+another finished corpus.
 """
 from __future__ import annotations
 
@@ -12,17 +13,18 @@ from pathlib import Path
 
 import pytest
 
-from tests.trainer.corpus_fixture import write_synthetic_corpus
+from tests.conftest import HAVE_WIKIDUMPS
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="session")
-def corpus_dir(tmp_path_factory) -> Path:
-    real = os.environ.get("WIKIEDM_TRAINER_CORPUS")
-    if real:
-        return Path(real)
-    return write_synthetic_corpus(tmp_path_factory.mktemp("corpus"), n_pages=240, n_entities=300, seed=0)
+def corpus_dir(request) -> Path:
+    given = os.environ.get("WIKIEDM_TRAINER_CORPUS")
+    if given:
+        return Path(given)
+    name = "enwiki206_corpus" if HAVE_WIKIDUMPS else "sample_corpus"
+    return request.getfixturevalue(name)
 
 
 @pytest.fixture(scope="session")

@@ -5,6 +5,7 @@ import shutil
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+import torch
 
 from schemas import PASSAGE_SCHEMA
 from trainer.data import (
@@ -149,3 +150,19 @@ def test_validation_batches_are_fixed_and_equal_in_number_on_all_ranks(corpus_di
     assert len(a) == len(b) > 0
     again = validation_batches(corpus.validation_shards, collator, 4, 0, 3, 0)
     assert all((x["input_ids"] == y["input_ids"]).all() for x, y in zip(a, again))
+
+
+def test_prefetcher_yields_exactly_the_plain_sequence(corpus_dir, tokenizer_and_ids):
+    from trainer.data import Prefetcher
+
+    _, ids = tokenizer_and_ids
+    corpus = open_corpus(corpus_dir)
+    order = GlobalSampleOrder(corpus.train_shards, seed=5, window_row_groups=2)
+    collator = Collator(ids, 160, 0.3, 0.5, 5)
+    plain = TrainBatches(order, collator, 8, 4, 0, 1)
+    fetched = Prefetcher(TrainBatches(order, collator, 8, 4, 0, 1), depth=2)
+    for _ in range(5):
+        a, b = next(plain), next(fetched)
+        assert [x["passage_ids"] for x in a] == [x["passage_ids"] for x in b]
+        assert all(torch.equal(x["input_ids"], y["input_ids"]) for x, y in zip(a, b))
+    fetched.close()

@@ -74,8 +74,9 @@ def test_blocked_matches_dense_in_value_and_gradient(block_size):
 
 def test_gradcheck_float64():
     q, table = _inputs(mentions=3)
+    table = table.detach()[:11].clone().requires_grad_()  # small: gradcheck is O(inputs) evaluations
     assert torch.autograd.gradcheck(lambda a, b: blocked_entity_softmax(a, b, 7)[:2], (q, table))
-    targets = torch.tensor([4, 4, 30])
+    targets = torch.tensor([4, 4, 9])
     assert torch.autograd.gradcheck(
         lambda a, b: [blocked_entity_softmax(a, b, 7, targets)[i] for i in (0, 1, 3)], (q, table))
 

@@ -94,3 +94,31 @@ def test_config_overrides():
         (2048, 1_000_000, 1e-4, 0.1, 0.01, 0.1)
     with pytest.raises(SystemExit, match="unknown config key"):
         load_config(None, ["--model.nope=1"])
+
+
+def test_init_from_a_local_bart_checkpoint(setup, tmp_path):
+    from transformers import BartModel
+
+    from trainer.export import load_bart_weights
+    from trainer.model import bart_config
+
+    spec, _, _ = setup
+    bart = BartModel(bart_config(spec))
+    bart.save_pretrained(tmp_path / "bart")
+    model = EDMem(spec)
+    load_bart_weights(model, str(tmp_path / "bart"))
+    l1 = spec.model.lower_layers
+    assert torch.equal(model.encoder.lower[0].fc1.weight, bart.encoder.layers[0].fc1.weight)
+    assert torch.equal(model.decoder.upper[0].encoder_attn.q_proj.weight, bart.decoder.layers[l1].encoder_attn.q_proj.weight)
+    assert torch.equal(model.shared.weight, bart.shared.weight)
+
+
+def test_command_line_accepts_launcher_flags():
+    from trainer.pretrain import parse_args
+
+    cfg = parse_args(["--local_rank=1", "--deepspeed", "--deepspeed_config", "configs/deepspeed/zero3.json",
+                      "--config", "configs/pretrain/tiny.yaml", "--data", "/d", "--output_dir", "/r", "--max_steps",
+                      "5", "--optim.lr=1e-3"])
+    assert cfg.train.deepspeed_config == "configs/deepspeed/zero3.json" and cfg.data.path == "/d"
+    assert cfg.train.output_dir == "/r" and cfg.train.max_steps == 5 and cfg.optim.lr == 1e-3
+    assert cfg.model.d_model == 64  # from tiny.yaml

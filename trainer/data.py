@@ -1,0 +1,457 @@
+"""Streaming data for EDMem pre-training: corpus checks, sample order, sequences, masking, batches.
+
+Sample order. The training samples form ONE global sequence that depends only on
+the corpus and the seed, never on the number of ranks:
+
+    epoch e: the train row groups (over all shards) in a seeded random order, cut into
+    windows of ``shuffle_window_row_groups`` row groups; the rows of a window are
+    shuffled together (the bounded shuffle buffer); windows follow each other.
+
+Global sample k is therefore found without reading anything before it (resumable
+from a sample count). Optimizer step s consumes global samples
+[s*G, (s+1)*G) with G the global batch size; rank r of W takes the contiguous slice
+[s*G + r*G/W, s*G + (r+1)*G/W) and splits it into micro-batches. After a change of
+W, resuming at sample s*G continues the same sequence with the same global batches.
+Every row is consumed by exactly one rank; each rank reads (with column projection)
+only the row groups of the windows its rows fall in, one window in memory at a time.
+
+Sequences. ``<s> tokens </s>`` with ``[Es]`` before and ``[Ee]`` after each mention,
+the mention's entity id at its ``[Es]`` position. The markers count against
+``max_seq_len``: when a passage does not fit, its last mentions lose their markers
+first (counted as dropped mentions); tokens are cut only if the passage alone is too
+long (mentions that cross the cut are dropped too).
+
+Masking (encoder input only; the decoder reconstructs the original sequence): each
+mention has all its tokens masked with P_ssm (salient span masking), then every other
+non-special token with P_rtm. Special tokens (<s>, </s>, [Es], [Ee], <pad>) are never
+masked; chosen tokens become <mask>. The masking RNG is seeded by (seed, global sample
+index), so masks do not depend on ranks, workers or resumption.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import torch
+
+from schemas import ENTITY_VOCAB_SCHEMA, PASSAGE_SCHEMA
+
+ENTITY_START, ENTITY_END = "[Es]", "[Ee]"
+_COLUMNS = ["passage_id", "token_ids", "mentions"]
+
+
+class CorpusError(RuntimeError):
+    """The corpus directory is incomplete, corrupt or not the pipeline's output."""
+
+
+# ----------------------------------------------------------------------------- corpus
+
+
+@dataclass
+class Corpus:
+    root: Path
+    manifest: dict
+    train_shards: list[Path]
+    validation_shards: list[Path]
+    n_entities: int  # rows of the entity vocabulary = size of the entity table
+
+    @property
+    def tokenizer_dir(self) -> Path:
+        return self.root / "tokenizer"
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 22), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def open_corpus(path: str | Path, verify_sha256: bool = True) -> Corpus:
+    """Check the pipeline's output contract before any training step; raise CorpusError naming the problem."""
+    root = Path(path)
+    if not root.is_dir():
+        raise CorpusError(f"corpus directory {root} does not exist")
+    manifest_path = root / "manifest.json"
+    if not manifest_path.exists():
+        raise CorpusError(f"{root} has no manifest.json: the pipeline did not finish writing this corpus "
+                          "(the manifest is written last); refusing to train on it")
+    manifest = json.loads(manifest_path.read_text())
+    entries = {e["path"]: e for e in manifest.get("files", [])}
+    shards = {"train": [], "validation": []}
+    for rel in sorted(entries):
+        if rel.startswith("passages/") and rel.endswith(".parquet"):
+            split = Path(rel).name.split("-")[0]
+            if split in shards:
+                shards[split].append(root / rel)
+    if not shards["train"]:
+        raise CorpusError(f"{manifest_path} lists no passages/train-*.parquet shard")
+    for shard in shards["train"] + shards["validation"]:
+        entry = entries[str(shard.relative_to(root))]
+        if not shard.exists():
+            raise CorpusError(f"{shard} is listed in the manifest but missing")
+        if shard.stat().st_size != entry["bytes"]:
+            raise CorpusError(f"{shard}: {shard.stat().st_size} bytes, the manifest says {entry['bytes']}")
+        if verify_sha256 and _sha256(shard) != entry["sha256"]:
+            raise CorpusError(f"{shard}: sha256 differs from the manifest (corrupt or rewritten shard)")
+        schema = pq.read_schema(shard)
+        missing = [f.name for f in PASSAGE_SCHEMA if f.name not in schema.names]
+        if missing:
+            raise CorpusError(f"{shard}: columns {missing} of PASSAGE_SCHEMA are missing")
+    vocab_path = root / "entity_vocab" / "entity_vocab.parquet"
+    if not vocab_path.exists():
+        raise CorpusError(f"{vocab_path} is missing")
+    ids = pq.read_table(vocab_path, columns=[ENTITY_VOCAB_SCHEMA.field("entity_id").name]).column(0)
+    n_entities = int(pq.ParquetFile(vocab_path).metadata.num_rows)
+    if n_entities and int(max(ids.to_pylist())) != n_entities - 1:
+        raise CorpusError(f"{vocab_path}: entity ids are not 0..{n_entities - 1}")
+    if not (root / "tokenizer").is_dir():
+        raise CorpusError(f"{root / 'tokenizer'} is missing")
+    return Corpus(root, manifest, shards["train"], shards["validation"], n_entities)
+
+
+@dataclass(frozen=True)
+class TokenIds:
+    pad: int
+    bos: int
+    eos: int
+    mask: int
+    entity_start: int
+    entity_end: int
+    vocab_size: int
+
+    @property
+    def special(self) -> tuple[int, ...]:
+        return (self.pad, self.bos, self.eos, self.mask, self.entity_start, self.entity_end)
+
+
+def load_tokenizer(tokenizer_dir: str | Path):
+    """The corpus tokenizer with [Es]/[Ee] (and any missing pad/bos/eos/mask) added as special tokens."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(tokenizer_dir))
+    defaults = {"pad_token": "<pad>", "bos_token": "<s>", "eos_token": "</s>", "mask_token": "<mask>"}
+    missing = {k: v for k, v in defaults.items() if getattr(tok, k) is None}
+    if missing:
+        tok.add_special_tokens(missing)
+    tok.add_special_tokens({"additional_special_tokens": [ENTITY_START, ENTITY_END]})
+    ids = TokenIds(pad=tok.pad_token_id, bos=tok.bos_token_id, eos=tok.eos_token_id, mask=tok.mask_token_id,
+                   entity_start=tok.convert_tokens_to_ids(ENTITY_START),
+                   entity_end=tok.convert_tokens_to_ids(ENTITY_END), vocab_size=len(tok))
+    return tok, ids
+
+
+# ----------------------------------------------------------------------------- sequences and masking
+
+
+@dataclass
+class Example:
+    tokens: list[int]  # <s> ... </s> with markers, original (unmasked)
+    entity_ids: list[int]  # entity id at each [Es], 0 elsewhere
+    mention_spans: list[tuple[int, int, int]]  # ([Es] position, first token, end token) in `tokens`
+    dropped_mentions: int
+    truncated_tokens: int
+
+
+def build_example(token_ids, mentions, ids: TokenIds, max_seq_len: int) -> Example:
+    budget = max_seq_len - 2  # <s> and </s>
+    tokens = list(token_ids)
+    spans, last_end = [], 0
+    dropped = 0
+    for m in sorted(mentions, key=lambda m: (m["token_start"], -m["token_end"])):
+        start, end = m["token_start"], m["token_end"]
+        if start < last_end or not 0 <= start < end <= len(tokens):
+            dropped += 1  # overlapping or malformed: the markers cannot nest
+            continue
+        spans.append((start, end, m["entity_id"]))
+        last_end = end
+    truncated = max(0, len(tokens) - budget)
+    if truncated:
+        tokens = tokens[:budget]
+        kept = [s for s in spans if s[1] <= budget]
+        dropped += len(spans) - len(kept)
+        spans = kept
+    while spans and len(tokens) + 2 * len(spans) > budget:
+        spans.pop()
+        dropped += 1
+    seq, entity_ids, out_spans = [ids.bos], [0], []
+    cursor = 0
+    for start, end, entity_id in spans:
+        seq += tokens[cursor:start]
+        entity_ids += [0] * (start - cursor)
+        es_pos = len(seq)
+        seq += [ids.entity_start] + tokens[start:end] + [ids.entity_end]
+        entity_ids += [entity_id] + [0] * (end - start + 1)
+        out_spans.append((es_pos, es_pos + 1, es_pos + 1 + end - start))
+        cursor = end
+    seq += tokens[cursor:] + [ids.eos]
+    entity_ids += [0] * (len(tokens) - cursor + 1)
+    return Example(seq, entity_ids, out_spans, dropped, truncated)
+
+
+def mask_example(example: Example, rng: np.random.Generator, ids: TokenIds, p_rtm: float, p_ssm: float):
+    """-> (masked token list, [Es] positions whose mention was span-masked)."""
+    masked = np.array(example.tokens)
+    chosen = np.zeros(len(masked), dtype=bool)
+    ssm_positions = []
+    span_draws = rng.random(len(example.mention_spans))
+    for (es_pos, start, end), draw in zip(example.mention_spans, span_draws):
+        if draw < p_ssm:
+            chosen[start:end] = True
+            ssm_positions.append(es_pos)
+    maskable = ~np.isin(masked, ids.special)
+    chosen |= maskable & (rng.random(len(masked)) < p_rtm)
+    chosen &= maskable  # never a special token
+    masked[chosen] = ids.mask
+    return masked.tolist(), ssm_positions
+
+
+class Collator:
+    """Passages -> a padded batch of tensors for ``EDMem.forward`` (plus bookkeeping)."""
+
+    def __init__(self, ids: TokenIds, max_seq_len: int, p_rtm: float, p_ssm: float, seed: int):
+        self.ids, self.max_seq_len, self.p_rtm, self.p_ssm, self.seed = ids, max_seq_len, p_rtm, p_ssm, seed
+
+    def __call__(self, rows: list[dict], sample_indices: list[int], masking_stream: int = 0) -> dict:
+        ids = self.ids
+        examples, masked_inputs, ssm = [], [], []
+        for row, k in zip(rows, sample_indices):
+            ex = build_example(row["token_ids"], row["mentions"], ids, self.max_seq_len)
+            rng = np.random.default_rng([self.seed, masking_stream, k])
+            inp, ssm_pos = mask_example(ex, rng, ids, self.p_rtm, self.p_ssm)
+            examples.append(ex), masked_inputs.append(inp), ssm.append(ssm_pos)
+        B, S = len(examples), max(len(e.tokens) for e in examples)
+        input_ids = torch.full((B, S), ids.pad, dtype=torch.long)
+        labels = torch.full((B, S), -100, dtype=torch.long)
+        entity_ids = torch.zeros((B, S), dtype=torch.long)
+        masked_mentions = torch.zeros((B, S), dtype=torch.bool)
+        for b, (ex, inp, ssm_pos) in enumerate(zip(examples, masked_inputs, ssm)):
+            n = len(ex.tokens)
+            input_ids[b, :n] = torch.tensor(inp)
+            labels[b, :n] = torch.tensor(ex.tokens)
+            entity_ids[b, :n] = torch.tensor(ex.entity_ids)
+            masked_mentions[b, ssm_pos] = True
+        # Decoder: teacher forcing on the original sequence, shifted right, starting with </s> (BART's convention).
+        decoder_input_ids = torch.full((B, S), ids.pad, dtype=torch.long)
+        decoder_input_ids[:, 0] = ids.eos
+        decoder_input_ids[:, 1:] = labels[:, :-1].masked_fill(labels[:, :-1].eq(-100), ids.pad)
+        shift = lambda t: torch.cat([torch.zeros_like(t[:, :1]), t[:, :-1]], dim=1)  # noqa: E731
+        return {
+            "input_ids": input_ids,
+            "attention_mask": input_ids.ne(ids.pad),
+            "decoder_input_ids": decoder_input_ids,
+            "labels": labels,
+            "entity_ids": entity_ids,
+            "decoder_entity_ids": shift(entity_ids),
+            "masked_mentions": masked_mentions,
+            "decoder_masked_mentions": shift(masked_mentions),
+            # bookkeeping, not model inputs
+            "passage_ids": [r["passage_id"] for r in rows],
+            "sample_indices": list(sample_indices),
+            "dropped_mentions": sum(e.dropped_mentions for e in examples),
+            "truncated_tokens": sum(e.truncated_tokens for e in examples),
+        }
+
+
+# ----------------------------------------------------------------------------- global sample order
+
+
+class GlobalSampleOrder:
+    """Maps a global sample index to (shard, row group, row), the same on every rank; see module docstring."""
+
+    def __init__(self, shards: list[Path], seed: int, window_row_groups: int):
+        self.shards = list(shards)
+        self.seed = seed
+        self.window = max(1, window_row_groups)
+        self.row_groups = []  # (shard index, row group index, rows)
+        for s, path in enumerate(self.shards):
+            md = pq.ParquetFile(path).metadata
+            self.row_groups += [(s, g, md.row_group(g).num_rows) for g in range(md.num_row_groups)]
+        self.row_groups = [rg for rg in self.row_groups if rg[2] > 0]
+        self.epoch_size = sum(rg[2] for rg in self.row_groups)
+        if self.epoch_size == 0:
+            raise CorpusError("the train split has no rows")
+        self._epoch_cache: tuple[int, list[list[int]], np.ndarray] | None = None
+
+    def _epoch_plan(self, epoch: int):
+        """Windows of row-group indices, and the first global-in-epoch sample of each window."""
+        if self._epoch_cache is None or self._epoch_cache[0] != epoch:
+            order = np.random.default_rng([self.seed, epoch, 0]).permutation(len(self.row_groups)).tolist()
+            windows = [order[i:i + self.window] for i in range(0, len(order), self.window)]
+            starts = np.cumsum([0] + [sum(self.row_groups[g][2] for g in w) for w in windows])
+            self._epoch_cache = (epoch, windows, starts)
+        return self._epoch_cache[1], self._epoch_cache[2]
+
+    def window_rows(self, epoch: int, window: int) -> list[tuple[int, int]]:
+        """The shuffled (row group, row) pairs of one window."""
+        windows, _ = self._epoch_plan(epoch)
+        pairs = [(g, r) for g in windows[window] for r in range(self.row_groups[g][2])]
+        perm = np.random.default_rng([self.seed, epoch, 1, window]).permutation(len(pairs))
+        return [pairs[i] for i in perm]
+
+    def locate(self, index: int) -> tuple[int, int, int]:
+        """Global sample index -> (epoch, window, position in window)."""
+        epoch, within = divmod(index, self.epoch_size)
+        _, starts = self._epoch_plan(epoch)
+        window = int(np.searchsorted(starts, within, side="right") - 1)
+        return epoch, window, int(within - starts[window])
+
+
+class RowReader:
+    """Reads passages by (row group, row), one window's row groups in memory at a time."""
+
+    def __init__(self, order: GlobalSampleOrder):
+        self.order = order
+        self._files: dict[int, pq.ParquetFile] = {}
+        self._cache: dict[int, list[dict]] = {}
+        self._cache_key = None
+
+    def rows(self, key, needed: list[tuple[int, int]]) -> list[dict]:
+        if self._cache_key != key:  # a new window: forget the previous one (bounded memory)
+            self._cache, self._cache_key = {}, key
+        out = []
+        for g, r in needed:
+            if g not in self._cache:
+                s, rg, _ = self.order.row_groups[g]
+                if s not in self._files:
+                    self._files[s] = pq.ParquetFile(self.order.shards[s])
+                self._cache[g] = self._files[s].read_row_group(rg, columns=_COLUMNS).to_pylist()
+            out.append(self._cache[g][r])
+        return out
+
+
+class TrainBatches:
+    """This rank's micro-batches, global batch after global batch, from a global sample index on.
+
+    Yields lists of micro-batches: one optimizer step's worth (global_batch / world / micro of them).
+    """
+
+    def __init__(self, order: GlobalSampleOrder, collator: Collator, global_batch: int, micro_batch: int,
+                 rank: int, world_size: int, start_sample: int = 0):
+        if global_batch % (micro_batch * world_size):
+            raise ValueError(f"global batch {global_batch} is not a multiple of micro batch {micro_batch} "
+                             f"x {world_size} ranks")
+        if start_sample % global_batch:
+            raise ValueError(f"resume position {start_sample} is not at a global-batch boundary of {global_batch}")
+        self.order, self.collator = order, collator
+        self.global_batch, self.micro_batch = global_batch, micro_batch
+        self.rank, self.world_size = rank, world_size
+        self.samples_seen = start_sample  # global samples consumed by all ranks together: the resume position
+        self.reader = RowReader(order)
+
+    @property
+    def accumulation_steps(self) -> int:
+        return self.global_batch // (self.micro_batch * self.world_size)
+
+    def _samples(self, first: int, count: int) -> tuple[list[dict], list[int]]:
+        rows, indices = [], list(range(first, first + count))
+        by_window: dict[tuple[int, int], list[tuple[int, int]]] = {}
+        for k in indices:
+            epoch, window, pos = self.order.locate(k)
+            by_window.setdefault((epoch, window), []).append(pos)
+        for (epoch, window), positions in by_window.items():
+            pairs = self.order.window_rows(epoch, window)
+            rows += self.reader.rows((epoch, window), [pairs[p] for p in positions])
+        return rows, indices
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> list[dict]:
+        per_rank = self.global_batch // self.world_size
+        first = self.samples_seen + self.rank * per_rank
+        micro_batches = []
+        for m in range(self.accumulation_steps):
+            rows, indices = self._samples(first + m * self.micro_batch, self.micro_batch)
+            micro_batches.append(self.collator(rows, indices))
+        self.samples_seen += self.global_batch
+        return micro_batches
+
+
+def validation_batches(shards: list[Path], collator: Collator, micro_batch: int, rank: int, world_size: int,
+                       max_batches: int):
+    """Fixed validation micro-batches for this rank: rows r, r+W, ... (wrapping), fixed masks.
+
+    Every rank gets the same number of batches (ZeRO-3 needs all ranks in every forward).
+    """
+    rows_per_shard = [pq.ParquetFile(p).metadata.num_rows for p in shards]
+    total = sum(rows_per_shard)
+    if total == 0:
+        return []
+    n_batches = -(-total // (world_size * micro_batch))
+    if max_batches:
+        n_batches = min(n_batches, max_batches)
+    wanted = [(rank + world_size * i) % total for i in range(n_batches * micro_batch)]
+    table_rows, offset = {}, 0
+    needed = set(wanted)
+    for path, n in zip(shards, rows_per_shard):  # stream row groups; keep only this rank's rows
+        f = pq.ParquetFile(path)
+        for g in range(f.metadata.num_row_groups):
+            m = f.metadata.row_group(g).num_rows
+            if any(offset <= k < offset + m for k in needed):
+                rows = f.read_row_group(g, columns=_COLUMNS).to_pylist()
+                for k in range(offset, offset + m):
+                    if k in needed:
+                        table_rows[k] = rows[k - offset]
+            offset += m
+    batches = []
+    for b in range(n_batches):
+        idx = wanted[b * micro_batch:(b + 1) * micro_batch]
+        batches.append(collator([table_rows[k] for k in idx], idx, masking_stream=1))
+    return batches
+
+
+class Prefetcher:
+    """Makes the next steps' batches in a background thread while the current step computes.
+
+    The wrapped iterator is consumed strictly in order by one thread, so the batches and
+    their order are exactly those of the plain iterator (reading Parquet and collating
+    release the GIL for most of their time).
+    """
+
+    def __init__(self, iterator, depth: int = 2):
+        import queue
+        import threading
+
+        self._queue: queue.Queue = queue.Queue(maxsize=max(1, depth))
+        self._iterator = iterator
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._fill, name="batch-prefetch", daemon=True)
+        self._thread.start()
+
+    def _fill(self) -> None:
+        import queue
+
+        try:
+            for item in self._iterator:
+                while not self._stop.is_set():
+                    try:
+                        self._queue.put(("item", item), timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if self._stop.is_set():
+                    return
+        except BaseException as exc:  # surfaced in the consumer, not lost in the thread
+            self._queue.put(("error", exc))
+            return
+        self._queue.put(("end", None))
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        kind, value = self._queue.get()
+        if kind == "error":
+            raise value
+        if kind == "end":
+            raise StopIteration
+        return value
+
+    def close(self) -> None:
+        self._stop.set()

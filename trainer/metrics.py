@@ -1,0 +1,149 @@
+"""Step metrics: exact aggregation over micro-batches and ranks, log lines, metrics.jsonl, MFU, loss plot."""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+# Sums and counts returned by EDMem.forward; ratios are taken only after summing over ranks.
+SUM_KEYS = ("lm_sum", "lm_tokens", "el_enc_sum", "el_enc_count", "el_dec_sum", "el_dec_count",
+            "el_head_sum", "el_head_count", "el_correct_masked", "el_masked", "el_correct")
+EXTRA_KEYS = ("input_tokens", "dropped_mentions", "truncated_tokens", "samples")
+
+# Dense bf16 peak TFLOP/s per device, for MFU.
+PEAK_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0, "A10G": 125.0, "L4": 121.0, "V100": 125.0}
+
+
+class StepAccumulator:
+    """Sums of the model's counters over micro-batches (and, at read time, over ranks)."""
+
+    def __init__(self):
+        self.reset()
+
+    def reset(self):
+        self.sums = torch.zeros(len(SUM_KEYS) + len(EXTRA_KEYS), dtype=torch.float64)
+
+    def add(self, out: dict, batch: dict) -> None:
+        vals = [out[k].detach().double().cpu() for k in SUM_KEYS]
+        vals += [torch.tensor(float(x), dtype=torch.float64) for x in (
+            int(batch["attention_mask"].sum()) + int(batch["labels"].ne(-100).sum()),
+            batch["dropped_mentions"], batch["truncated_tokens"], len(batch["passage_ids"]))]
+        self.sums += torch.stack(vals)
+
+    def reduce(self, device) -> dict:
+        t = self.sums.to(device)
+        if dist.is_available() and dist.is_initialized():
+            dist.all_reduce(t)
+        return dict(zip(SUM_KEYS + EXTRA_KEYS, t.cpu().tolist()))
+
+
+def summarize(s: dict, el_weight: float) -> dict:
+    """Global ratios: LM loss per target token, EL loss summed over the three reads (each a mean over mentions)."""
+    lm_loss = s["lm_sum"] / max(s["lm_tokens"], 1)
+    el_loss = sum(s[f"el_{r}_sum"] / max(s[f"el_{r}_count"], 1) for r in ("enc", "dec", "head"))
+    return {
+        "loss": lm_loss + el_weight * el_loss,
+        "lm_loss": lm_loss,
+        "el_loss": el_loss,
+        "el_acc": s["el_correct_masked"] / max(s["el_masked"], 1),  # final head, masked mentions, acc@1
+        "el_acc_all": s["el_correct"] / max(s["el_head_count"], 1),
+        "mentions": int(s["el_head_count"]),
+        "dropped_mentions": int(s["dropped_mentions"]),
+        "truncated_tokens": int(s["truncated_tokens"]),
+    }
+
+
+def peak_flops(configured_tflops: float) -> float | None:
+    if configured_tflops > 0:
+        return configured_tflops * 1e12
+    if not torch.cuda.is_available():
+        return None
+    name = torch.cuda.get_device_name()
+    for key, tflops in PEAK_TFLOPS.items():
+        if key in name:
+            return tflops * 1e12
+    return None
+
+
+def flops_per_step(non_embedding_params: int, d_model: int, vocab_size: int, entity_dim: int, n_entities: int,
+                   input_tokens: float, target_tokens: float, mentions_per_read: float) -> float:
+    """Model FLOPs (forward + backward = 3x forward) of one optimizer step, attention quadratic term ignored.
+
+    input_tokens counts encoder and decoder positions; each memory read costs 2 matmuls of
+    M x N x D (scores, weighted sum), the head read one; the backward recomputes the scores.
+    """
+    transformer = 6.0 * non_embedding_params * input_tokens / 2  # each token passes one stack
+    lm_head = 6.0 * d_model * vocab_size * target_tokens
+    memory = (3 * 2 + 2 + 3) * 2.0 * mentions_per_read * n_entities * entity_dim * 3
+    return transformer + lm_head + memory
+
+
+class MetricsLog:
+    """One greppable line per logging step on rank 0, and the same numbers in metrics.jsonl."""
+
+    def __init__(self, run_dir: Path, enabled: bool):
+        self.enabled = enabled
+        self.path = run_dir / "metrics.jsonl"
+        self.samples_path = run_dir / "samples.jsonl"
+
+    def write(self, record: dict) -> None:
+        if not self.enabled:
+            return
+        with open(self.path, "a") as f:
+            f.write(json.dumps(record) + "\n")
+        fields = [f"step {record['step']}"]
+        for key, fmt in (("loss", ".4f"), ("lm_loss", ".4f"), ("el_loss", ".4f"), ("el_acc", ".3f"),
+                         ("lr", ".2e"), ("grad_norm", ".3f"), ("tokens_per_s", ".0f"), ("mfu", ".3f"),
+                         ("dropped_mentions", "d")):
+            if record.get(key) is not None:
+                fields.append(f"{key} {record[key]:{fmt}}")
+        print(f"[{record.get('split', 'train')}] " + " | ".join(fields), flush=True)
+
+    def write_samples(self, step: int, sample_indices: list, passage_ids: list) -> None:
+        if self.enabled:
+            with open(self.samples_path, "a") as f:
+                f.write(json.dumps({"step": step, "sample_indices": sample_indices, "passage_ids": passage_ids}) + "\n")
+
+
+def read_metrics(path: Path) -> list[dict]:
+    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+
+
+def plot_losses(run_dir: Path) -> Path | None:
+    """loss.png from metrics.jsonl: train (and validation) total, LM and EL losses."""
+    path = run_dir / "metrics.jsonl"
+    if not path.exists():
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = read_metrics(path)
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+    for split, style in (("train", "-"), ("validation", "o--")):
+        r = [x for x in rows if x.get("split", "train") == split]
+        if not r:
+            continue
+        for ax, key in zip(axes, ("loss", "lm_loss", "el_loss")):
+            ax.plot([x["step"] for x in r], [x[key] for x in r], style, label=split)
+            ax.set_title(key), ax.set_xlabel("step")
+    axes[0].legend()
+    fig.tight_layout()
+    out = run_dir / "loss.png"
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+    return out
+
+
+class Timer:
+    def __init__(self):
+        self.t = time.perf_counter()
+
+    def lap(self) -> float:
+        now = time.perf_counter()
+        dt, self.t = now - self.t, now
+        return dt

@@ -1,0 +1,249 @@
+"""EDMem (Zhang et al. 2022): a BART encoder-decoder with an entity memory read inside each stack.
+
+    encoder:  embed -> L1 lower layers -> memory read at [Es] -> L2 upper layers
+    decoder:  embed -> L1 lower layers (+ cross-attention) -> memory read at [Es] -> L2 upper layers
+              -> LM head (tied to the token embedding)
+              -> entity-linking head at [Es] (a third read of the same table)
+
+A memory read at a position with hidden state h computes alpha = softmax(E W_in h),
+h_ent = W_out sum_i alpha_i e_i and hands LayerNorm(h + h_ent) to the upper layers
+(h_ent is zero away from [Es], as in EaE). The one entity table E is owned by
+``EntityMemory`` and read only through its ``forward``: under ZeRO-3 DeepSpeed
+then gathers the partitioned table around each of the three reads by itself.
+The LM head uses the token embedding outside the embedding's forward, so that
+weight is registered as an external parameter of the model (``register_for_zero3``).
+
+The transformer layers are transformers' BartEncoderLayer/BartDecoderLayer, so
+a Hugging Face BART checkpoint maps onto them (``load_bart_weights``).
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import BartConfig
+from transformers.models.bart.modeling_bart import (
+    BartDecoderLayer,
+    BartEncoderLayer,
+    BartLearnedPositionalEmbedding,
+)
+
+from schemas import SPECIAL_ENTITIES
+from trainer.config import ModelConfig
+from trainer.entity_softmax import blocked_entity_softmax, topk_entity_read
+
+FIRST_REAL_ENTITY_ID = len(SPECIAL_ENTITIES)
+
+
+def _gathered(params: list[nn.Parameter]):
+    """Full parameters for in-place initialisation: a ZeRO-3 gather when they are partitioned, else nothing."""
+    if any(hasattr(p, "ds_id") for p in params):
+        import deepspeed
+
+        return deepspeed.zero.GatheredParameters(params, modifier_rank=0)
+    return contextlib.nullcontext()  # ids 0..2 are [PAD], [UNK], [MASK]: never EL targets
+
+
+@dataclass
+class EDMemSpec:
+    """Everything needed to rebuild the model (stored with exported weights)."""
+
+    model: ModelConfig
+    vocab_size: int
+    n_entities: int
+    pad_token_id: int
+    entity_start_token_id: int  # [Es]
+    decoder_start_token_id: int
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "EDMemSpec":
+        known = {f.name for f in dataclasses.fields(ModelConfig)}
+        return cls(**{**d, "model": ModelConfig(**{k: v for k, v in d["model"].items() if k in known})})
+
+
+def bart_config(spec: EDMemSpec) -> BartConfig:
+    m = spec.model
+    cfg = BartConfig(
+        vocab_size=spec.vocab_size, d_model=m.d_model,
+        encoder_layers=m.lower_layers + m.upper_layers, decoder_layers=m.lower_layers + m.upper_layers,
+        encoder_attention_heads=m.attention_heads, decoder_attention_heads=m.attention_heads,
+        encoder_ffn_dim=m.ffn_dim, decoder_ffn_dim=m.ffn_dim, max_position_embeddings=m.max_positions,
+        dropout=m.dropout, attention_dropout=m.attention_dropout, activation_dropout=m.activation_dropout,
+        pad_token_id=spec.pad_token_id, scale_embedding=False,
+    )
+    cfg._attn_implementation = "sdpa"
+    return cfg
+
+
+class EntityMemory(nn.Module):
+    """The entity table and the three kinds of read; every read goes through ``forward``."""
+
+    def __init__(self, n_entities: int, entity_dim: int, block_size: int, inference_top_k: int):
+        super().__init__()
+        self.table = nn.Parameter(torch.empty(n_entities, entity_dim))
+        self.block_size = block_size
+        self.inference_top_k = inference_top_k
+
+    def forward(self, query: torch.Tensor, targets: torch.Tensor, need_read: bool = True):
+        """query [M, De], targets [M] -> read [M, De] (or None), lse [M], target score [M], top1 [M].
+
+        Always called, even with M = 0: under ZeRO-3 every rank must take part in
+        the gather of the table, whether or not its batch has mentions.
+        """
+        lse, read, top1, target_score = blocked_entity_softmax(query, self.table, self.block_size, targets,
+                                                               with_read=need_read and (self.training or self.inference_top_k <= 0))
+        if need_read and not self.training and self.inference_top_k > 0:
+            read, _, _ = topk_entity_read(query, self.table, self.inference_top_k, self.block_size)
+        return (read.to(query.dtype) if need_read else None), lse, target_score, top1
+
+
+class MemoryAccess(nn.Module):
+    """W_in, W_out and the LayerNorm of one read site (encoder or decoder)."""
+
+    def __init__(self, d_model: int, entity_dim: int):
+        super().__init__()
+        self.query_proj = nn.Linear(d_model, entity_dim)  # W_in
+        self.out_proj = nn.Linear(entity_dim, d_model)  # W_out
+        self.layer_norm = nn.LayerNorm(d_model)
+
+    def forward(self, hidden, positions, targets, memory: EntityMemory):
+        batch_idx, time_idx = positions
+        query = self.query_proj(hidden[batch_idx, time_idx])
+        read, lse, target_score, top1 = memory(query, targets)
+        h_ent = torch.zeros_like(hidden).index_put((batch_idx, time_idx), self.out_proj(read))
+        return self.layer_norm(hidden + h_ent), (lse, target_score, top1)
+
+
+class EDMemStack(nn.Module):
+    """Lower layers, a memory access, upper layers; the encoder or the decoder."""
+
+    def __init__(self, bart: BartConfig, m: ModelConfig, is_decoder: bool):
+        super().__init__()
+        layer_cls = BartDecoderLayer if is_decoder else BartEncoderLayer
+        self.is_decoder = is_decoder
+        self.embed_positions = BartLearnedPositionalEmbedding(m.max_positions, m.d_model)
+        self.layernorm_embedding = nn.LayerNorm(m.d_model)
+        self.lower = nn.ModuleList([layer_cls(bart, layer_idx=i) for i in range(m.lower_layers)])
+        self.memory_access = MemoryAccess(m.d_model, m.entity_dim)
+        self.upper = nn.ModuleList([layer_cls(bart, layer_idx=m.lower_layers + i) for i in range(m.upper_layers)])
+        self.dropout = m.dropout
+
+    def forward(self, embeds, input_ids, self_mask, positions, targets, memory, encoder_states=None, cross_mask=None):
+        h = embeds + self.embed_positions(input_ids)
+        h = F.dropout(self.layernorm_embedding(h), p=self.dropout, training=self.training)
+        kw = dict(encoder_hidden_states=encoder_states, encoder_attention_mask=cross_mask, use_cache=False) \
+            if self.is_decoder else {}
+        for layer in self.lower:
+            h = layer(h, self_mask, **kw)
+        h, el = self.memory_access(h, positions, targets, memory)
+        for layer in self.upper:
+            h = layer(h, self_mask, **kw)
+        return h, el
+
+
+class EDMem(nn.Module):
+    def __init__(self, spec: EDMemSpec, el_weight: float = 1.0):
+        super().__init__()
+        self.spec = spec
+        self.el_weight = el_weight  # lambda_EL
+        m = spec.model
+        bart = bart_config(spec)
+        self.shared = nn.Embedding(spec.vocab_size, m.d_model, padding_idx=spec.pad_token_id)
+        self.encoder = EDMemStack(bart, m, is_decoder=False)
+        self.decoder = EDMemStack(bart, m, is_decoder=True)
+        self.entity_memory = EntityMemory(spec.n_entities, m.entity_dim, m.entity_block_size, m.inference_top_k)
+        self.el_head = nn.Sequential(nn.LayerNorm(m.d_model), nn.Linear(m.d_model, m.entity_dim))
+        self.reset_parameters()
+
+    @torch.no_grad()
+    def reset_parameters(self) -> None:
+        """Normal(0, init_std) matrices, zero biases, unit LayerNorms; the same values with or without ZeRO-3."""
+        std = self.spec.model.init_std
+        for module in self.modules():
+            own = list(module.parameters(recurse=False))
+            if not own:
+                continue
+            with _gathered(own):  # under zero.Init the parameters are already partitioned
+                if isinstance(module, nn.Linear):
+                    module.weight.normal_(0.0, std)
+                    if module.bias is not None:
+                        module.bias.zero_()
+                elif isinstance(module, nn.Embedding):
+                    module.weight.normal_(0.0, std)
+                    if module.padding_idx is not None:
+                        module.weight[module.padding_idx].zero_()
+                elif isinstance(module, nn.LayerNorm):
+                    module.weight.fill_(1.0)
+                    module.bias.zero_()
+                elif isinstance(module, EntityMemory):
+                    module.table.normal_(0.0, std)
+
+    def register_for_zero3(self) -> None:
+        """The LM head reads shared.weight outside nn.Embedding.forward: tell ZeRO-3 to gather it for us."""
+        import deepspeed
+
+        deepspeed.zero.register_external_parameter(self, self.shared.weight)
+
+    def num_parameters(self, exclude_entity_table: bool = False) -> int:
+        total = sum(getattr(p, "ds_numel", p.numel()) for p in self.parameters())
+        if exclude_entity_table:
+            total -= getattr(self.entity_memory.table, "ds_numel", self.entity_memory.table.numel())
+        return total
+
+    def forward(self, input_ids, attention_mask, decoder_input_ids, labels, entity_ids, decoder_entity_ids,
+                masked_mentions=None, decoder_masked_mentions=None, **_unused):
+        """Returns sums and counts (so ranks and micro-batches aggregate exactly) and the loss to optimise.
+
+        loss = LM cross-entropy (mean over target tokens) + el_weight * sum over the three reads of the
+        EL cross-entropy (mean over mentions with a known entity). A batch without such mentions
+        contributes 0 to the EL term: its sum is over an empty set, no NaN to hide.
+        """
+        es = self.spec.entity_start_token_id
+        memory = self.entity_memory
+        enc_mask = attention_mask[:, None, None, :].bool()  # [B, 1, 1, S]: attend to non-pad keys
+        enc_pos = torch.nonzero(input_ids == es, as_tuple=True)
+        enc_h, enc_el = self.encoder(self.shared(input_ids), input_ids, enc_mask, enc_pos,
+                                     entity_ids[enc_pos].clamp(min=0), memory)
+        dec_pos = torch.nonzero(decoder_input_ids == es, as_tuple=True)
+        dec_targets = decoder_entity_ids[dec_pos].clamp(min=0)
+        # Decoder self-attention mask None = causal; pads sit after every real token so no real query sees one.
+        dec_h, dec_el = self.decoder(self.shared(decoder_input_ids), decoder_input_ids, None, dec_pos, dec_targets,
+                                     memory, encoder_states=enc_h, cross_mask=enc_mask)
+        _, head_lse, head_target, head_top1 = memory(self.el_head(dec_h[dec_pos]), dec_targets, need_read=False)
+
+        # LM: logits only where there is a target; log-softmax in fp32.
+        target_mask = labels.ne(-100)
+        logits = F.linear(dec_h[target_mask], self.shared.weight)
+        lm_sum = F.cross_entropy(logits.float(), labels[target_mask], reduction="sum")
+        lm_tokens = target_mask.sum()
+
+        enc_known = entity_ids[enc_pos] >= FIRST_REAL_ENTITY_ID
+        dec_known = dec_targets >= FIRST_REAL_ENTITY_ID
+        reads = {"enc": (enc_el, enc_known), "dec": (dec_el, dec_known), "head": ((head_lse, head_target, None), dec_known)}
+        out = {}
+        el_loss = lm_sum.new_zeros(())
+        for name, ((lse, target_score, _), known) in reads.items():
+            ce_sum = ((lse - target_score) * known).sum()
+            count = known.sum()
+            el_loss = el_loss + ce_sum / count.clamp(min=1)
+            out[f"el_{name}_sum"], out[f"el_{name}_count"] = ce_sum.detach(), count
+        lm_loss = lm_sum / lm_tokens.clamp(min=1)
+
+        # EL accuracy@1 of the final head, on mentions whose tokens were masked in the encoder input.
+        masked = dec_known if decoder_masked_mentions is None else decoder_masked_mentions[dec_pos] & dec_known
+        hit = head_top1 == dec_targets
+        out.update({
+            "loss": lm_loss + self.el_weight * el_loss,
+            "lm_loss": lm_loss.detach(), "el_loss": el_loss.detach(),
+            "lm_sum": lm_sum.detach(), "lm_tokens": lm_tokens,
+            "el_correct_masked": (hit & masked).sum(), "el_masked": masked.sum(),
+            "el_correct": (hit & dec_known).sum(),
+        })
+        return out

@@ -1,0 +1,279 @@
+"""EDMem pre-training: joint masked-LM + entity linking, on DeepSpeed with a ZeRO-partitioned entity memory.
+
+    deepspeed trainer/pretrain.py --config configs/pretrain/tiny.yaml --data OUT --output_dir RUN
+    python -m trainer.pretrain --config ...            (one process, or under torchrun)
+
+Any config key can be overridden: ``--model.entity_dim=64``, ``--optim.lr 3e-4``,
+``--max_steps 100``, ``--deepspeed_config configs/deepspeed/zero3.json``;
+``--help-config`` lists them. The phases below run top to bottom.
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+import sys
+import time
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script (deepspeed trainer/pretrain.py): make `trainer` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from trainer import checkpoint
+from trainer.config import Config, config_json, dump_config, help_text, load_config
+from trainer.data import Collator, GlobalSampleOrder, Prefetcher, TrainBatches, load_tokenizer, open_corpus, validation_batches
+from trainer.metrics import MetricsLog, StepAccumulator, Timer, flops_per_step, peak_flops, plot_losses, summarize
+from trainer.model import EDMem, EDMemSpec
+
+MODEL_INPUTS = ("input_ids", "attention_mask", "decoder_input_ids", "labels", "entity_ids", "decoder_entity_ids",
+                "masked_mentions", "decoder_masked_mentions")
+
+
+def parse_args(argv: list[str]) -> Config:
+    config_path, rest = None, []
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg in ("-h", "--help", "--help-config"):
+            print(__doc__ + "\n" + help_text())
+            raise SystemExit(0)
+        if arg == "--deepspeed" and (i + 1 == len(argv) or argv[i + 1].startswith("--")):
+            i += 1  # the launcher convention's bare flag: DeepSpeed is always on here
+            continue
+        if arg.startswith("--local_rank"):  # added by the deepspeed launcher; LOCAL_RANK is in the environment too
+            i += 1 if "=" in arg else 2
+            continue
+        if arg == "--config" or arg.startswith("--config="):
+            config_path = arg.split("=", 1)[1] if "=" in arg else argv[i + 1]
+            i += 1 if "=" in arg else 2
+            continue
+        rest.append(arg)
+        i += 1
+    return load_config(config_path, rest)
+
+
+def deepspeed_config(cfg: Config, world_size: int, universal: bool) -> dict:
+    """The DeepSpeed JSON with batch, precision, clipping and stage taken from our config (one source of truth)."""
+    ds = json.loads(Path(cfg.train.deepspeed_config).read_text())
+    t = cfg.train
+    if t.global_batch_size % (t.micro_batch_size * world_size):
+        raise SystemExit(f"train.global_batch_size {t.global_batch_size} must be a multiple of micro batch "
+                         f"{t.micro_batch_size} x {world_size} ranks")
+    bf16 = {"auto": torch.cuda.is_available() and torch.cuda.is_bf16_supported(), "true": True,
+            "false": False}[str(t.bf16).lower()]
+    ds.update({
+        "train_batch_size": t.global_batch_size,
+        "train_micro_batch_size_per_gpu": t.micro_batch_size,
+        "gradient_accumulation_steps": t.global_batch_size // (t.micro_batch_size * world_size),
+        "gradient_clipping": cfg.optim.grad_clip,
+        "bf16": {"enabled": bool(bf16)},
+        "fp16": {"enabled": False},
+        "zero_allow_untested_optimizer": True,  # our torch AdamW (fused on GPU) with its own param groups
+        "steps_per_print": 10**9,  # we log ourselves
+        "wall_clock_breakdown": False,
+    })
+    ds.pop("optimizer", None), ds.pop("scheduler", None)
+    if t.zero_stage is not None:
+        ds.setdefault("zero_optimization", {})["stage"] = t.zero_stage
+    ds.setdefault("checkpoint", {})["load_universal"] = universal
+    return ds
+
+
+def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
+    """Weight decay on matrices (incl. embeddings and the entity table), not on biases and LayerNorms."""
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        (decay if p.ndim >= 2 else no_decay).append(p)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+def lr_lambda(max_steps: int, warmup_fraction: float):
+    warmup = max(1, int(round(warmup_fraction * max_steps)))
+
+    def schedule(step: int) -> float:  # step = optimizer steps taken so far
+        if step < warmup:
+            return (step + 1) / warmup
+        return max(0.0, (max_steps - step) / max(1, max_steps - warmup))
+
+    return schedule
+
+
+def to_device(batch: dict, device) -> dict:
+    return {k: batch[k].to(device, non_blocking=True) for k in MODEL_INPUTS}
+
+
+def main(argv: list[str] | None = None) -> None:
+    import deepspeed
+
+    # ---- phase 1: configuration and processes -------------------------------------------------
+    cfg = parse_args(sys.argv[1:] if argv is None else argv)
+    if "RANK" not in os.environ:  # plain `python -m trainer.pretrain`: a world of one
+        os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
+                          MASTER_PORT=os.environ.get("MASTER_PORT", "29511"))
+    deepspeed.init_distributed()
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    device = torch.device("cuda", local_rank) if torch.cuda.is_available() else torch.device("cpu")
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    run_dir = Path(cfg.train.output_dir)
+    is_main = rank == 0
+    if is_main:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        dump_config(cfg, run_dir / "config.yaml")
+    log = MetricsLog(run_dir, enabled=is_main)
+
+    def say(msg: str) -> None:
+        if is_main:
+            print(f"[pretrain] {msg}", flush=True)
+
+    # ---- phase 2: corpus, tokenizer, entity vocabulary ----------------------------------------
+    if not cfg.data.path:
+        raise SystemExit("no corpus: pass --data OUT (the pipeline's output directory)")
+    corpus = open_corpus(cfg.data.path, verify_sha256=cfg.data.verify_sha256)
+    tokenizer, ids = load_tokenizer(corpus.tokenizer_dir)
+    say(f"corpus {corpus.root}: {len(corpus.train_shards)} train / {len(corpus.validation_shards)} validation "
+        f"shards, {corpus.n_entities} entities, vocabulary {ids.vocab_size}")
+
+    # ---- phase 3: model (same seed on every rank: identical initial weights) -------------------
+    torch.manual_seed(cfg.train.seed)
+    spec = EDMemSpec(model=cfg.model, vocab_size=ids.vocab_size, n_entities=corpus.n_entities,
+                     pad_token_id=ids.pad, entity_start_token_id=ids.entity_start, decoder_start_token_id=ids.eos)
+    resume = checkpoint.find_resume(run_dir, cfg.train.resume)
+    universal = resume is not None and checkpoint.saved_world_size(*resume) != world_size
+    ds_config = deepspeed_config(cfg, world_size, universal)
+    zero3 = ds_config.get("zero_optimization", {}).get("stage", 0) == 3
+    with deepspeed.zero.Init(config_dict_or_path=ds_config, enabled=zero3):
+        model = EDMem(spec, el_weight=cfg.optim.el_weight)
+    if cfg.model.init_from:
+        from trainer.export import load_bart_weights
+        load_bart_weights(model, cfg.model.init_from)
+    if zero3:
+        model.register_for_zero3()
+    say(f"EDMem: {model.num_parameters() / 1e6:.2f}M parameters, entity table "
+        f"{corpus.n_entities} x {cfg.model.entity_dim}; ZeRO stage "
+        f"{ds_config.get('zero_optimization', {}).get('stage', 0)}, bf16 {ds_config['bf16']['enabled']}, "
+        f"{world_size} ranks x {ds_config['gradient_accumulation_steps']} accumulation x "
+        f"{cfg.train.micro_batch_size} = {cfg.train.global_batch_size} sequences per step")
+
+    # ---- phase 4: DeepSpeed engine: AdamW, warm-up then linear decay, clipping -------------------
+    fused = device.type == "cuda"
+    engine, _, _, scheduler = deepspeed.initialize(
+        model=model,
+        model_parameters=param_groups(model, cfg.optim.weight_decay),
+        optimizer=lambda groups: torch.optim.AdamW(groups, lr=cfg.optim.lr, betas=tuple(cfg.optim.betas),
+                                                   eps=cfg.optim.eps, fused=fused),
+        lr_scheduler=lambda opt: torch.optim.lr_scheduler.LambdaLR(
+            opt, lr_lambda(cfg.train.max_steps, cfg.optim.warmup_fraction)),
+        config=ds_config,
+    )
+
+    # ---- phase 5: resume (weights, optimizer, scheduler, data position, RNG) --------------------
+    step, samples_seen = 0, 0
+    if resume is not None:
+        ckpt_dir, tag = resume
+        if universal:
+            say(f"checkpoint {tag} was written by {checkpoint.saved_world_size(ckpt_dir, tag)} ranks, "
+                f"resuming on {world_size}: converting to a universal checkpoint")
+            tag = checkpoint.convert_to_universal(ckpt_dir, tag)
+        state = checkpoint.load(engine, ckpt_dir, tag, world_size)
+        step, samples_seen = state["step"], state["samples_seen"]
+        say(f"resumed from {ckpt_dir / tag}: step {step}, {samples_seen} samples seen, "
+            f"RNG {'restored' if state['rng_restored'] else 'reseeded (rank layout changed)'}")
+    if resume is None or not state["rng_restored"]:
+        # Dropout differs across ranks; a reseed after a layout change depends on the step, not the history.
+        seed = cfg.train.seed + 1000 * rank + 7919 * step
+        random.seed(seed), np.random.seed(seed % 2**32), torch.manual_seed(seed)
+
+    # ---- phase 6: data ----------------------------------------------------------------------------
+    collator = Collator(ids, cfg.data.max_seq_len, cfg.data.random_token_mask_prob,
+                        cfg.data.salient_span_mask_prob, cfg.train.seed)
+    order = GlobalSampleOrder(corpus.train_shards, cfg.train.seed, cfg.data.shuffle_window_row_groups)
+    train_batches = Prefetcher(TrainBatches(order, collator, cfg.train.global_batch_size,
+                                            cfg.train.micro_batch_size, rank, world_size, start_sample=samples_seen))
+    val_batches = validation_batches(corpus.validation_shards, collator, cfg.train.micro_batch_size, rank,
+                                     world_size, cfg.data.validation_batches) if cfg.train.eval_every else []
+    say(f"train: {order.epoch_size} passages per epoch in {len(order.row_groups)} row groups; "
+        f"validation: {len(val_batches)} micro-batches per rank")
+
+    flop_peak = peak_flops(cfg.train.peak_tflops)
+    non_embedding = model.num_parameters(exclude_entity_table=True) - ids.vocab_size * cfg.model.d_model
+
+    def validate() -> None:
+        if not val_batches:
+            return
+        engine.eval()
+        acc = StepAccumulator()
+        with torch.no_grad():
+            for batch in val_batches:
+                acc.add(engine(**to_device(batch, device)), batch)
+        engine.train()
+        record = {"step": step, "split": "validation", **summarize(acc.reduce(device), cfg.optim.el_weight)}
+        log.write(record)
+
+    def save() -> None:
+        client = {"step": step, "samples_seen": samples_seen, "world_size": world_size,
+                  "global_batch_size": cfg.train.global_batch_size, "config": config_json(cfg)}
+        tag = checkpoint.save(engine, run_dir / "checkpoints", step, client, spec.to_dict(),
+                              cfg.train.keep_checkpoints)
+        say(f"saved checkpoint {run_dir / 'checkpoints' / tag}")
+
+    # ---- phase 7: training loop -------------------------------------------------------------------
+    engine.train()
+    acc, timer = StepAccumulator(), Timer()
+    steps_this_run = 0
+    while step < cfg.train.max_steps:
+        micro_batches = next(train_batches)
+        samples_seen += cfg.train.global_batch_size  # the resume position (the prefetcher runs ahead)
+        for batch in micro_batches:
+            out = engine(**to_device(batch, device))
+            engine.backward(out["loss"])
+            engine.step()  # DeepSpeed steps the optimizer and scheduler at the accumulation boundary
+            acc.add(out, batch)
+        step += 1
+        steps_this_run += 1
+        if cfg.train.log_sample_ids:
+            gathered = [None] * world_size
+            dist.all_gather_object(gathered, [(i, p) for b in micro_batches
+                                              for i, p in zip(b["sample_indices"], b["passage_ids"])])
+            flat = [x for part in gathered for x in part]
+            log.write_samples(step, [i for i, _ in flat], [p for _, p in flat])
+
+        if step % cfg.train.log_every == 0 or step == cfg.train.max_steps:
+            sums = acc.reduce(device)
+            elapsed = timer.lap()
+            record = {"step": step, "split": "train", **summarize(sums, cfg.optim.el_weight),
+                      "lr": scheduler.get_last_lr()[0], "grad_norm": engine.get_global_grad_norm(),
+                      "tokens_per_s": sums["input_tokens"] / elapsed, "samples": int(sums["samples"]),
+                      "samples_seen": samples_seen, "step_time_s": elapsed / cfg.train.log_every}
+            if isinstance(record["grad_norm"], torch.Tensor):
+                record["grad_norm"] = record["grad_norm"].item()
+            if flop_peak:
+                flops = flops_per_step(non_embedding, cfg.model.d_model, ids.vocab_size, cfg.model.entity_dim,
+                                       corpus.n_entities, sums["input_tokens"], sums["lm_tokens"],
+                                       sums["el_head_count"])
+                record["mfu"] = flops / elapsed / (flop_peak * world_size)
+            log.write(record)
+            acc.reset()
+        if cfg.train.eval_every and step % cfg.train.eval_every == 0:
+            validate()
+        if (cfg.train.save_every and step % cfg.train.save_every == 0) or step == cfg.train.max_steps:
+            save()
+        if cfg.train.stop_after_steps and steps_this_run >= cfg.train.stop_after_steps:
+            say(f"stopping after {steps_this_run} steps (train.stop_after_steps)")
+            break
+
+    # ---- phase 8: wrap up -------------------------------------------------------------------------
+    train_batches.close()
+    if is_main and cfg.train.plot and step == cfg.train.max_steps:
+        png = plot_losses(run_dir)
+        say(f"done: {step} steps; loss curve {png}")
+    dist.barrier()
+
+
+if __name__ == "__main__":
+    main()

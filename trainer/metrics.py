@@ -102,6 +102,17 @@ class MetricsLog:
                 fields.append(f"{key} {record[key]:{fmt}}")
         print(f"[{record.get('split', 'train')}] " + " | ".join(fields), flush=True)
 
+    def forget_after(self, step: int) -> None:
+        """On resume from ``step``: keep only the rows up to it (and drop a line torn by a kill)."""
+        if not self.enabled:
+            return
+        for path in (self.path, self.samples_path):
+            if path.exists():
+                kept = [r for r in read_metrics(path) if r["step"] <= step]
+                tmp = path.with_suffix(".jsonl.tmp")
+                tmp.write_text("".join(json.dumps(r) + "\n" for r in kept))
+                tmp.replace(path)
+
     def write_samples(self, step: int, sample_indices: list, passage_ids: list) -> None:
         if self.enabled:
             with open(self.samples_path, "a") as f:
@@ -109,7 +120,18 @@ class MetricsLog:
 
 
 def read_metrics(path: Path) -> list[dict]:
-    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    """Rows of a metrics/samples JSONL file; a last line torn by a killed run is skipped."""
+    rows = []
+    lines = Path(path).read_text().splitlines()
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            if i != len(lines) - 1:
+                raise
+    return rows
 
 
 def plot_losses(run_dir: Path) -> Path | None:

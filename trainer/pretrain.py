@@ -182,6 +182,7 @@ def main(argv: list[str] | None = None) -> None:
             tag = checkpoint.convert_to_universal(ckpt_dir, tag)
         state = checkpoint.load(engine, ckpt_dir, tag, world_size)
         step, samples_seen = state["step"], state["samples_seen"]
+        log.forget_after(step)  # rows of steps after the checkpoint were lost work: they are redone
         say(f"resumed from {ckpt_dir / tag}: step {step}, {samples_seen} samples seen, "
             f"RNG {'restored' if state['rng_restored'] else 'reseeded (rank layout changed)'}")
     if resume is None or not state["rng_restored"]:

@@ -37,21 +37,31 @@ def overlaps(start: int, end: int, spans) -> bool:
     return any(s < end and start < e for s, e in spans)
 
 
-def add_blink_mentions(article: LabeledArticle, linked, threshold: float) -> tuple[LabeledArticle, int, int]:
-    """The article with linked spans at or above ``threshold`` added; (article, added, rejected)."""
+@dataclass(frozen=True, slots=True)
+class BlinkLabelCounts:
+    added: int = 0
+    below_threshold: int = 0
+    overlapping: int = 0  # a span that overlaps an existing mention (or an earlier added one)
+
+
+def add_blink_mentions(article: LabeledArticle, linked, threshold: float) -> tuple[LabeledArticle, BlinkLabelCounts]:
+    """The article with the linked spans scoring at least ``threshold`` added, never overlapping."""
     taken = [(m.start, m.end) for m in article.mentions]
     added: list[Mention] = []
-    rejected = 0
+    below = overlapping = 0
     for lm in linked:
-        if lm.score < threshold or overlaps(lm.start, lm.end, taken):
-            rejected += 1
-            continue
-        taken.append((lm.start, lm.end))
-        added.append(Mention(lm.start, lm.end, lm.surface, lm.entity, BLINK))
+        if lm.score < threshold:
+            below += 1
+        elif overlaps(lm.start, lm.end, taken):
+            overlapping += 1
+        else:
+            taken.append((lm.start, lm.end))
+            added.append(Mention(lm.start, lm.end, lm.surface, lm.entity, BLINK))
+    counts = BlinkLabelCounts(len(added), below, overlapping)
     if not added:
-        return article, 0, rejected
+        return article, counts
     mentions = sorted([*article.mentions, *added], key=lambda m: (m.start, m.end))
-    return LabeledArticle(article.page_id, article.title, article.text, mentions), len(added), rejected
+    return LabeledArticle(article.page_id, article.title, article.text, mentions), counts
 
 
 class _LinkerDoFn(CountingDoFn):
@@ -88,10 +98,22 @@ class AddBlinkLabelsFn(_LinkerDoFn):
         self.count("blink/articles")
         self.count("blink/detected_spans", len(spans))
         linked = self.linker.link_spans(article.text, spans) if spans else []
-        labeled, added, rejected = add_blink_mentions(article, linked, self.threshold)
-        self.count(f"mentions/{BLINK}", added)
-        self.count("blink/rejected_below_threshold", rejected)
+        labeled, counts = add_blink_mentions(article, linked, self.threshold)
+        self.count(f"mentions/{BLINK}", counts.added)
+        self.count("blink/rejected_below_threshold", counts.below_threshold)
+        self.count("blink/rejected_overlapping", counts.overlapping)
         yield labeled
+
+
+def blink_linker_config(model: str, corpus: str, language: str = "en", **overrides):
+    """The LinkerConfig the corpus job's ``--blink_model`` / ``--blink_corpus`` options stand for:
+    mention detection in the dump's language, the BLINK release's retrieval defaults."""
+    from linker.link import LinkerConfig
+    from linker.mentions import DetectorConfig
+
+    config = LinkerConfig(model=model, corpus=corpus, detector=DetectorConfig(language=language or "en"), **overrides)
+    config.validate()
+    return config
 
 
 class AddBlinkLabels(beam.PTransform):

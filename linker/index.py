@@ -1,0 +1,260 @@
+"""Candidate retrieval over entity encodings: exact (chunked) or HNSW (FAISS).
+
+Exact search multiplies the queries with blocks of ``chunk_rows`` entity
+vectors and keeps a running top-k, so memory is ``queries x (chunk + k)``
+whatever the number of entities; the encodings can be a memory-mapped
+``.npy`` file. HNSW (``faiss.IndexHNSWFlat``) is for 1M+ entities: HNSW
+searches by L2 distance, so, as BLINK does, every entity vector gets one more
+coordinate ``sqrt(M - |x|^2)`` (M the largest squared norm) and every query a
+0: then ``|q' - x'|^2 = |q|^2 + M - 2 q.x`` and the nearest entity is the one
+with the highest inner product. Scores are returned as inner products.
+
+Saved encodings (``ENCODINGS_DIR`` inside a model folder, or any folder)::
+
+    encodings.npy   float32 [n, dim]: candidate encodings, entity-id order
+    entity_ids.npy  int32 [n]
+    hnsw.faiss      the HNSW graph (when built)
+    meta.json       model weights digest, corpus fingerprint, n, dim: a cache
+                    is reused only when both still match
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+ENCODINGS_FILE = "encodings.npy"
+ENTITY_IDS_FILE = "entity_ids.npy"
+HNSW_FILE = "hnsw.faiss"
+META_FILE = "meta.json"
+
+
+@dataclass(frozen=True, slots=True)
+class IndexConfig:
+    kind: str = field(default="auto", metadata={"help": "exact, hnsw, or auto: hnsw from hnsw_min_entities entities on (when faiss is installed)"})
+    chunk_rows: int = field(default=65536, metadata={"help": "entity rows per block of exact search (memory: queries x chunk_rows floats)"})
+    hnsw_min_entities: int = field(default=500_000, metadata={"help": "auto picks hnsw from this many entities on"})
+    hnsw_m: int = field(default=32, metadata={"help": "HNSW graph degree (BLINK: 128; 32 builds faster for a small recall loss)"})
+    hnsw_ef_construction: int = field(default=200, metadata={"help": "HNSW efConstruction"})
+    hnsw_ef_search: int = field(default=256, metadata={"help": "HNSW efSearch (higher: better recall, slower)"})
+
+
+def top_k_rows(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """(values, columns) of the k best scores of each row, best first (ties: lower column)."""
+    k = min(k, scores.shape[1])
+    if k <= 0:
+        return np.zeros((scores.shape[0], 0), scores.dtype), np.zeros((scores.shape[0], 0), np.int64)
+    part = np.argpartition(-scores, k - 1, axis=1)[:, :k] if k < scores.shape[1] else np.tile(
+        np.arange(scores.shape[1]), (scores.shape[0], 1))
+    vals = np.take_along_axis(scores, part, axis=1)
+    order = np.lexsort((part, -vals), axis=1)
+    return np.take_along_axis(vals, order, axis=1), np.take_along_axis(part, order, axis=1)
+
+
+class ExactIndex:
+    """Exact maximum inner product search in blocks of ``chunk_rows`` entities."""
+
+    kind = "exact"
+
+    def __init__(self, encodings: np.ndarray, chunk_rows: int = 65536) -> None:
+        self.encodings = encodings
+        self.chunk_rows = max(1, chunk_rows)
+
+    def __len__(self) -> int:
+        return self.encodings.shape[0]
+
+    def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """(scores, rows), each [queries, min(k, n)], best first."""
+        queries = np.ascontiguousarray(queries, dtype=np.float32)
+        n = len(self)
+        k = min(k, n)
+        best_vals = np.full((len(queries), 0), -np.inf, dtype=np.float32)
+        best_rows = np.zeros((len(queries), 0), dtype=np.int64)
+        for lo in range(0, n, self.chunk_rows):
+            block = np.asarray(self.encodings[lo: lo + self.chunk_rows], dtype=np.float32)
+            vals, cols = top_k_rows(queries @ block.T, k)
+            merged_vals = np.concatenate([best_vals, vals], axis=1)
+            merged_rows = np.concatenate([best_rows, cols + lo], axis=1)
+            keep_vals, keep_cols = top_k_rows(merged_vals, k)
+            best_vals, best_rows = keep_vals, np.take_along_axis(merged_rows, keep_cols, axis=1)
+        return best_vals, best_rows
+
+
+def augment_for_l2(encodings: np.ndarray, max_norm_sq: float | None = None) -> tuple[np.ndarray, float]:
+    """BLINK's trick: one more coordinate sqrt(M - |x|^2) makes L2 order = inner-product order."""
+    norms_sq = np.einsum("ij,ij->i", encodings, encodings)
+    bound = float(norms_sq.max()) if max_norm_sq is None else max_norm_sq
+    extra = np.sqrt(np.maximum(bound - norms_sq, 0.0)).astype(np.float32)
+    return np.hstack([encodings.astype(np.float32, copy=False), extra[:, None]]), bound
+
+
+class HNSWIndex:
+    """Approximate inner-product search with FAISS's HNSW over L2-augmented vectors."""
+
+    kind = "hnsw"
+
+    def __init__(self, index, encodings: np.ndarray, ef_search: int) -> None:
+        self.index = index
+        self.encodings = encodings
+        self.index.hnsw.efSearch = ef_search
+
+    @classmethod
+    def build(cls, encodings: np.ndarray, config: IndexConfig, block_rows: int = 100_000) -> "HNSWIndex":
+        faiss = import_faiss()
+        dim = encodings.shape[1]
+        norms_sq_max = 0.0
+        for lo in range(0, len(encodings), block_rows):  # the bound first, in blocks (memory-mapped input)
+            block = np.asarray(encodings[lo: lo + block_rows], dtype=np.float32)
+            norms_sq_max = max(norms_sq_max, float(np.einsum("ij,ij->i", block, block).max()))
+        index = faiss.IndexHNSWFlat(dim + 1, config.hnsw_m)
+        index.hnsw.efConstruction = config.hnsw_ef_construction
+        for lo in range(0, len(encodings), block_rows):
+            block, _ = augment_for_l2(np.asarray(encodings[lo: lo + block_rows], dtype=np.float32), norms_sq_max)
+            index.add(block)
+        return cls(index, encodings, config.hnsw_ef_search)
+
+    @classmethod
+    def load(cls, path: str, encodings: np.ndarray, ef_search: int) -> "HNSWIndex":
+        return cls(import_faiss().read_index(path), encodings, ef_search)
+
+    def save(self, path: str) -> None:
+        faiss = import_faiss()
+        tmp = path + ".tmp"
+        faiss.write_index(self.index, tmp)
+        os.replace(tmp, path)
+
+    def __len__(self) -> int:
+        return self.index.ntotal
+
+    def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        queries = np.ascontiguousarray(queries, dtype=np.float32)
+        k = min(k, len(self))
+        padded = np.hstack([queries, np.zeros((len(queries), 1), dtype=np.float32)])
+        _, rows = self.index.search(padded, k)
+        rows = rows.astype(np.int64)
+        # Inner products recomputed from the vectors (exact); -1 marks a graph miss.
+        safe = np.where(rows < 0, 0, rows)
+        vectors = np.asarray(self.encodings[safe.reshape(-1)], dtype=np.float32).reshape(*safe.shape, -1)
+        scores = np.einsum("qd,qkd->qk", queries, vectors)
+        scores = np.where(rows < 0, -np.inf, scores).astype(np.float32)
+        order = np.argsort(-scores, axis=1, kind="stable")
+        return np.take_along_axis(scores, order, axis=1), np.take_along_axis(rows, order, axis=1)
+
+
+def import_faiss():
+    try:
+        import faiss
+    except ImportError as err:
+        raise RuntimeError("the HNSW index needs faiss (pip install faiss-cpu==1.15.1); use kind 'exact' otherwise") from err
+    return faiss
+
+
+def faiss_available() -> bool:
+    try:
+        import faiss  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def choose_kind(config: IndexConfig, n: int) -> str:
+    if config.kind in ("exact", "hnsw"):
+        return config.kind
+    if config.kind != "auto":
+        raise ValueError(f"unknown index kind {config.kind!r} (exact, hnsw, auto)")
+    return "hnsw" if n >= config.hnsw_min_entities and faiss_available() else "exact"
+
+
+# --------------------------------------------------------------------------- saved encodings
+
+
+@dataclass(frozen=True, slots=True)
+class EncodingsMeta:
+    model_digest: str  # of the bi-encoder weights file
+    corpus_fingerprint: str  # of the corpus manifest
+    count: int
+    dim: int
+    max_cand_length: int
+
+
+def file_digest(path: str, chunk: int = 16 << 20) -> str:
+    """sha256 of a file (a few seconds for BERT-large's 2.5 GB; done once per index build/load)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()[:16]
+
+
+def save_encodings(folder: str, encodings: np.ndarray, entity_ids: np.ndarray, meta: EncodingsMeta) -> None:
+    """Write encodings, ids and meta (meta last: it marks a complete cache)."""
+    writer = EncodingsWriter(folder, len(encodings), encodings.shape[1])
+    writer.array[:] = encodings
+    writer.commit(entity_ids, meta)
+
+
+class EncodingsWriter:
+    """Fill ``array`` (a memory-mapped ``.npy`` under a temporary name), then ``commit``:
+    1M x 1024 floats never need to be in memory at once."""
+
+    def __init__(self, folder: str, count: int, dim: int) -> None:
+        os.makedirs(folder, exist_ok=True)
+        self.folder = folder
+        self.meta_path = os.path.join(folder, META_FILE)
+        if os.path.exists(self.meta_path):  # the cache is incomplete from here until commit
+            os.remove(self.meta_path)
+        self.tmp = os.path.join(folder, ENCODINGS_FILE + ".tmp.npy")
+        self.array = np.lib.format.open_memmap(self.tmp, mode="w+", dtype=np.float32, shape=(count, dim))
+
+    def commit(self, entity_ids: np.ndarray, meta: EncodingsMeta) -> None:
+        self.array.flush()
+        del self.array
+        os.replace(self.tmp, os.path.join(self.folder, ENCODINGS_FILE))
+        ids_tmp = os.path.join(self.folder, ENTITY_IDS_FILE + ".tmp.npy")
+        np.save(ids_tmp, entity_ids.astype(np.int32, copy=False))
+        os.replace(ids_tmp, os.path.join(self.folder, ENTITY_IDS_FILE))
+        stale = os.path.join(self.folder, HNSW_FILE)
+        if os.path.exists(stale):
+            os.remove(stale)
+        with open(self.meta_path + ".tmp", "w", encoding="utf-8") as fh:
+            json.dump(asdict(meta), fh, indent=2, sort_keys=True)
+        os.replace(self.meta_path + ".tmp", self.meta_path)
+
+
+def read_meta(folder: str) -> EncodingsMeta | None:
+    path = os.path.join(folder, META_FILE)
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as fh:
+        return EncodingsMeta(**json.load(fh))
+
+
+def load_encodings(folder: str, mmap: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    mode = "r" if mmap else None
+    encodings = np.load(os.path.join(folder, ENCODINGS_FILE), mmap_mode=mode)
+    entity_ids = np.load(os.path.join(folder, ENTITY_IDS_FILE))
+    return encodings, entity_ids
+
+
+def open_index(folder: str, encodings: np.ndarray, config: IndexConfig, save_built: bool = True):
+    """The search index over ``encodings``: exact, or HNSW (loaded from ``folder`` or built and saved)."""
+    kind = choose_kind(config, len(encodings))
+    if kind == "exact":
+        return ExactIndex(encodings, config.chunk_rows)
+    path = os.path.join(folder, HNSW_FILE)
+    if os.path.isfile(path):
+        index = HNSWIndex.load(path, encodings, config.hnsw_ef_search)
+        if len(index) == len(encodings):
+            return index
+        log.warning("%s holds %d vectors, not %d: rebuilding", path, len(index), len(encodings))
+    log.info("building an HNSW index over %d entities", len(encodings))
+    index = HNSWIndex.build(encodings, config)
+    if save_built:
+        index.save(path)
+    return index

@@ -1,0 +1,158 @@
+"""The linking job: JSONL records with text -> the same records with BLINK entity mentions.
+
+    beam run pipelines/link_mentions.py --input data.jsonl --output OUT_LINKED --model DIR --corpus OUT \
+        [--text_field question] [--tokenizer gpt2-bpe] [--min_score 0.5] [--runner=Direct]
+    python -m pipelines.link_mentions ...                                    # the same job
+
+Each input line is a JSON object; its text (``--text_field``) gets mention
+spans detected (spaCy tokenizer + the corpus's alias table, and NER when a
+trained spaCy pipeline is installed) and linked by the BLINK model over the
+corpus's entity vocabulary. The record is written back with a ``mentions``
+list in the corpus's mention shape: ``char_start``, ``char_end``,
+``entity_id`` (the corpus's id), ``entity``, ``source`` = "blink",
+``surface``, ``score`` (the linker's probability) and, with ``--tokenizer``
+(e.g. the corpus's own ``OUT/tokenizer`` or ``gpt2-bpe``), ``token_start`` /
+``token_end`` plus the record's ``token_ids``: ready for EDMem fine-tuning.
+
+Outputs (``OUT_LINKED/``): ``linked-SSSSS-of-NNNNN.jsonl``, ``dead_letters-*.jsonl``
+(lines that are not JSON objects with a text), ``stats.json`` (counters).
+Entity encodings are built (or reused) on the launching machine before the
+job starts (``python -m linker.cli index`` does the same ahead of time);
+workers only load them, so model, corpus and encodings folders must be
+readable by every worker (local runners, or a shared filesystem).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+
+import apache_beam as beam
+from apache_beam.options.pipeline_options import StandardOptions
+
+from linker.link import LinkerConfig, prepare_encodings
+from pipelines import storage
+from pipelines.config import parse_config
+from pipelines.transforms.blink import LinkRecords, RecordOptions
+from pipelines.transforms.stats import SumStats
+
+log = logging.getLogger("link_mentions")
+
+
+def _opt(default, help: str):  # noqa: A002
+    return field(default=default, metadata={"help": help})
+
+
+@dataclass
+class LinkMentionsConfig(LinkerConfig):
+    """The linker's options (model, corpus, top_k, crossencoder, detector.*, index.*) plus the job's."""
+
+    input: str = _opt("", "JSONL file(s) (a glob; local or gs://...), one JSON object per line")
+    output: str = _opt("", "output folder")
+    text_field: str = _opt("text", "record field holding the text to link")
+    mentions_field: str = _opt("mentions", "record field the mentions are written to")
+    tokenizer: str = _opt("", "tokenizer for token spans and token_ids ('gpt2-bpe', OUT/tokenizer, a local path); '': none")
+    min_score: float = _opt(0.0, "linked mentions with a lower score are left out")
+    num_shards: int = _opt(1, "output JSONL shards")
+    records_per_batch: int = _opt(32, "records linked together (bi-encoder batches span records)")
+
+    def validate(self) -> None:
+        super().validate()
+        if not self.input or not self.output:
+            raise ValueError("--input and --output are required")
+        if not 0.0 <= self.min_score <= 1.0:
+            raise ValueError("--min_score is a probability in [0, 1]")
+        if self.num_shards < 1 or self.records_per_batch < 1:
+            raise ValueError("--num_shards and --records_per_batch must be >= 1")
+
+    def linker_config(self) -> LinkerConfig:
+        names = {f.name for f in dataclasses.fields(LinkerConfig)}
+        return LinkerConfig(**{k: v for k, v in dataclasses.asdict(self).items() if k in names} |
+                            {"index": self.index, "detector": self.detector})
+
+
+class WriteStatsFn(beam.DoFn):
+    def __init__(self, path: str, config: dict) -> None:
+        self.path = path
+        self.config = config
+
+    def process(self, _, stats: list):
+        storage.write_json_atomic(self.path, {"counters": dict(sorted(stats)), "config": self.config})
+        yield self.path
+
+
+def build_pipeline(p: beam.Pipeline, cfg: LinkMentionsConfig) -> None:
+    options = RecordOptions(text_field=cfg.text_field, mentions_field=cfg.mentions_field,
+                            tokenizer=cfg.tokenizer, min_score=cfg.min_score)
+    linked = (
+        p
+        | "ReadJsonl" >> beam.io.ReadFromText(cfg.input)
+        | "LinkRecords" >> LinkRecords(cfg.linker_config(), options, cfg.records_per_batch)
+    )
+
+    (
+        linked["records"]
+        | "RecordsToJson" >> beam.Map(lambda r: json.dumps(r, ensure_ascii=False, sort_keys=True))
+        | "WriteLinked" >> beam.io.WriteToText(storage.join(cfg.output, "linked"), file_name_suffix=".jsonl",
+                                               num_shards=cfg.num_shards, shard_name_template="-SSSSS-of-NNNNN")
+    )
+    (
+        linked["dead"]
+        | "DeadToJson" >> beam.Map(lambda r: json.dumps(r, ensure_ascii=False, sort_keys=True))
+        | "WriteDeadLetters" >> beam.io.WriteToText(storage.join(cfg.output, "dead_letters"), file_name_suffix=".jsonl",
+                                                    num_shards=1, shard_name_template="-SSSSS-of-NNNNN")
+    )
+    stats = tuple(linked["stats"]) | "SumStats" >> SumStats()
+    (
+        p
+        | "StatsOnce" >> beam.Create([None])
+        | "WriteStats" >> beam.ParDo(WriteStatsFn(storage.join(cfg.output, storage.STATS_FILE), dataclasses.asdict(cfg)),
+                                     stats=beam.pvalue.AsList(stats))
+    )
+
+
+def run(argv: list[str] | None = None) -> int:
+    from pipelines.wiki_mentions import beam_options
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        cfg, beam_args = parse_config(LinkMentionsConfig, argv, prog="link_mentions", description=__doc__.splitlines()[0])
+        cfg.validate()
+        options = beam_options(beam_args)
+        folder = prepare_encodings(cfg.linker_config())
+    except (ValueError, FileNotFoundError, OSError) as exc:
+        print(f"link_mentions: error: {exc}", file=sys.stderr)
+        return 2
+    if cfg.index.kind != "exact":  # build (and save) the HNSW graph here, once, if it is to be used
+        from linker.index import load_encodings, open_index
+
+        open_index(folder, load_encodings(folder)[0], cfg.index)
+    started = time.monotonic()
+    pipeline = beam.Pipeline(options=options)
+    build_pipeline(pipeline, cfg)
+    result = pipeline.run()
+    result.wait_until_finish()
+    stats_path = storage.join(cfg.output, storage.STATS_FILE)
+    if not storage.exists(stats_path):
+        print(f"link_mentions: error: the job finished without writing {stats_path}", file=sys.stderr)
+        return 1
+
+    counters = json.loads(storage.read_bytes(stats_path))["counters"]
+    print(f"link_mentions: done in {time.monotonic() - started:.1f}s with {options.view_as(StandardOptions).runner} -> "
+          f"{cfg.output}: {counters.get('records/linked', 0):,} records, {counters.get('mentions/blink', 0):,} mentions, "
+          f"{sum(v for k, v in counters.items() if k.startswith('records_dropped/')):,} dead letters")
+    return 0
+
+
+def main() -> None:
+    logging.basicConfig(level=os.environ.get("LOGLEVEL", "INFO"), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("apache_beam").setLevel(logging.WARNING)
+    sys.exit(run())
+
+
+if __name__ == "__main__":
+    main()

@@ -15,10 +15,12 @@ venv: $(STAMP)
 
 # torch first and pinned: this machine has its CPU build as a local file, and an
 # unpinned torch pulled in by another package would fetch gigabytes of CUDA wheels.
-$(STAMP): requirements.txt constraints.txt pyproject.toml
+$(STAMP): requirements.txt requirements-airflow.txt constraints.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet torch==2.13.0
 	$(PY) -m pip install --quiet -r requirements.txt -c constraints.txt
+	# Airflow 3 + the Beam provider for dags/ and tests/test_dag.py (adds packages only, ~45 s)
+	$(PY) -m pip install --quiet -r requirements-airflow.txt -c constraints.txt
 	$(PY) -m pip install --quiet --no-deps -e .
 	touch $(STAMP)
 
@@ -44,8 +46,10 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_extract.py
-	$(PY) benchmarks/bench_pipeline.py
+	$(PY) benchmarks/bench_pipeline.py --json benchmarks/results/pipeline.json
+	$(PY) benchmarks/bench_parallel.py --json benchmarks/results/parallel.json
 	$(PY) benchmarks/bench_trainer.py
+	$(PY) benchmarks/bench_linker.py --sizes tiny,base --json benchmarks/results/linker.json
 
 clean:
 	rm -rf out runs data/sample .pytest_cache

@@ -41,6 +41,9 @@ class WikiMentionsConfig:
     keep_red_links: bool = _help("keep links to pages absent from the dump as entities (use for a partial dump)", default=False)
     entity_vocab_size: int = _help("the N most-linked entities form the vocabulary (ids 3..N+2; 0-2 are [PAD],[UNK],[MASK])", default=1_000_000)
     labels: LabelConfig = field(default_factory=LabelConfig, metadata={"help": "missing-mention labelling (EDMem 3.3.1)"})
+    blink_model: str = _help("BLINK-compatible bi-encoder folder (linker/): adds source='blink' labels for unlinked spans; '' = off", default="")
+    blink_corpus: str = _help("a finished corpus output (an earlier run) whose entities, descriptions and aliases the BLINK index covers", default="")
+    blink_threshold: float = _help("least linker probability of an added BLINK label", default=0.5)
     tokenizer: str = _help("Hugging Face fast tokenizer name or local path; 'gpt2-bpe' = the offline GPT-2/BART byte-level BPE", default="gpt2-bpe")
     window: int = _help("tokens per passage window", default=128)
     overlap: int = _help("tokens shared by consecutive windows", default=10)
@@ -60,6 +63,8 @@ class WikiMentionsConfig:
             raise ValueError("--output is required (a folder)")
         if self.window < 2 or not (0 <= self.overlap < self.window):
             raise ValueError(f"need window >= 2 and 0 <= overlap < window (got {self.window}, {self.overlap})")
+        if self.blink_model and not self.blink_corpus:
+            raise ValueError("--blink_model needs --blink_corpus (the corpus output its entity index covers)")
         if not (0.0 <= self.validation_fraction <= 1.0):
             raise ValueError("--validation_fraction must be within [0, 1]")
         for name in ("num_shards", "alias_shards", "description_shards", "row_group_rows", "entity_vocab_size", "max_redirect_hops"):

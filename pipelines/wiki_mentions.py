@@ -11,6 +11,7 @@ Steps (each a named PTransform):
   BuildAliasTable       (alias, entity) rows with hyperlink counts, priors, sources
   SelectEntityVocab     the N most-linked entities, ids from 3
   LabelMissingMentions  EDMem's same-page and title-alias labels, joined per page
+  AddBlinkLabels        (with --blink_model) BLINK bi-encoder labels for unlinked spans
   ChunkWindows          tokenise, cut windows of --window tokens sharing --overlap
   WriteShards           sorted, sharded Parquet (zstd); then WriteManifest, last
 
@@ -135,8 +136,16 @@ def build_pipeline(p: beam.Pipeline, cfg: WikiMentionsConfig, site: SiteInfo, ra
         tokenizer=cfg.tokenizer, window=cfg.window, overlap=cfg.overlap,
         validation_fraction=cfg.validation_fraction, split_salt=cfg.split_salt, num_shards=cfg.num_shards,
     )
+    articles_to_chunk = labeled["articles"]
+    extra_stats: list = []
+    if cfg.blink_model:
+        from pipelines.transforms.blink import AddBlinkLabels, blink_linker_config
+
+        linker_config = blink_linker_config(cfg.blink_model, cfg.blink_corpus, site.language)
+        blink = articles_to_chunk | "AddBlinkLabels" >> AddBlinkLabels(linker_config, cfg.blink_threshold)
+        articles_to_chunk, extra_stats = blink["articles"], list(blink["stats"])
     vocab = vocab_rows | "VocabPairs" >> beam.FlatMap(lambda rows: [(r["entity"], r["entity_id"]) for r in rows])
-    chunks = {"articles": labeled["articles"], "vocab": vocab} | "ChunkWindows" >> ChunkWindows(passage_options)
+    chunks = {"articles": articles_to_chunk, "vocab": vocab} | "ChunkWindows" >> ChunkWindows(passage_options)
     nd = cfg.description_shards
     description_files = (
         parsed["articles"]
@@ -183,7 +192,8 @@ def build_pipeline(p: beam.Pipeline, cfg: WikiMentionsConfig, site: SiteInfo, ra
     )
     files = (passage_files, alias_files, vocab_files, description_files, dead, tokenizer_files) | "FlattenFiles" >> beam.Flatten()
     stats = tuple(
-        parsed["stats"] + resolved["stats"] + links["stats"] + aliases["stats"] + labeled["stats"] + chunks["stats"]
+        parsed["stats"] + resolved["stats"] + links["stats"] + aliases["stats"] + labeled["stats"] + extra_stats
+        + chunks["stats"]
     ) | "SumStats" >> SumStats()
     (
         p
@@ -265,6 +275,11 @@ def run(argv: list[str] | None = None) -> int:
         # The manifest is the commit point: drop it first so that, until this
         # run completes, the folder reads as incomplete (never old + new).
         storage.delete_files([manifest_path])
+    if cfg.blink_model:  # entity encodings are built once, here, never on workers
+        from linker.link import prepare_encodings
+        from pipelines.transforms.blink import blink_linker_config
+
+        prepare_encodings(blink_linker_config(cfg.blink_model, cfg.blink_corpus, site.language))
     runner = options.view_as(StandardOptions).runner
     job = {"runner": runner, "read_ranges": len(ranges), "input": cfg.input}
     log.info("reading %s (%s, %s) in %d range(s) with %s", cfg.input, site.dbname or "unknown wiki",

@@ -77,7 +77,7 @@ def check_passage_contract(out: Path, *, window: int = 128, overlap: int = 10) -
                     assert m["entity"] not in entity_to_id, m
                 else:
                     assert id_to_entity[m["entity_id"]] == m["entity"], m
-                assert m["source"] in ("hyperlink", "same_page_alias", "title_alias")
+                assert m["source"] in ("hyperlink", "same_page_alias", "title_alias", "blink")
                 totals[f"mentions/{m['source']}"] += 1
         for page_id, windows in by_page.items():
             windows.sort(key=lambda r: r["window_index"])

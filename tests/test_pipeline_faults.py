@@ -101,4 +101,4 @@ def test_killed_run_then_rerun_equals_an_uninterrupted_run(tmp_path: Path, sampl
     rerun, reference = manifest(out), manifest(sample_corpus)
     assert {f["path"]: f["sha256"] for f in rerun["files"]} == {f["path"]: f["sha256"] for f in reference["files"]}
     on_disk = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
-    assert on_disk == sorted([f["path"] for f in rerun["files"]] + ["manifest.json", "stats.json"])
+    assert on_disk == sorted([f["path"] for f in rerun["files"]] + ["manifest.json", "stats.json", "README.md"])

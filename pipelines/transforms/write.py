@@ -110,7 +110,7 @@ class SaveTokenizerFn(beam.DoFn):
 HEADLINE_COUNTERS = (
     "pages_read", "articles", "redirects", "disambiguation_pages", "redirect_loops",
     "redirect_chains_too_long", "siteinfo_missing", "mentions/hyperlink", "mentions/same_page_alias",
-    "mentions/title_alias", "passages/train", "passages/validation",
+    "mentions/title_alias", "mentions/blink", "passages/train", "passages/validation",
 )
 
 
@@ -169,6 +169,10 @@ class WriteManifestFn(beam.DoFn):
             "summary": stats_doc["summary"],
         }
         storage.write_json_atomic(storage.join(self.output, storage.MANIFEST), manifest)
+        # The dataset card (OUT/README.md) is derived from the manifest, after it.
+        from pipelines.dataset_card import write_dataset_card
+
+        write_dataset_card(self.output, manifest)
         yield storage.join(self.output, storage.MANIFEST)
 
 

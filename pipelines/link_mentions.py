@@ -26,7 +26,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -37,6 +36,7 @@ from apache_beam.options.pipeline_options import StandardOptions
 from linker.link import LinkerConfig, prepare_encodings
 from pipelines import storage
 from pipelines.config import parse_config
+from pipelines.launch import beam_options, configure_logging
 from pipelines.transforms.blink import LinkRecords, RecordOptions
 from pipelines.transforms.stats import SumStats
 
@@ -116,7 +116,6 @@ def build_pipeline(p: beam.Pipeline, cfg: LinkMentionsConfig) -> None:
 
 
 def run(argv: list[str] | None = None) -> int:
-    from pipelines.wiki_mentions import beam_options
 
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
@@ -149,8 +148,7 @@ def run(argv: list[str] | None = None) -> int:
 
 
 def main() -> None:
-    logging.basicConfig(level=os.environ.get("LOGLEVEL", "INFO"), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("apache_beam").setLevel(logging.WARNING)
+    configure_logging()
     sys.exit(run())
 
 

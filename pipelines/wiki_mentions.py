@@ -24,18 +24,18 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import os
 import sys
 import time
 from operator import itemgetter
 
 import apache_beam as beam
-from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions, TestOptions
+from apache_beam.options.pipeline_options import StandardOptions, TestOptions
 
 from pipelines import storage
 from pipelines.config import WikiMentionsConfig, parse_config
 from pipelines.corpus.descriptions import first_paragraph
 from pipelines.corpus.labels import LabelConfig
+from pipelines.launch import beam_options, configure_logging
 from pipelines.dump import DumpError, default_index_path, plan_read_ranges, read_siteinfo
 from pipelines.records import DeadLetter, SiteInfo
 from pipelines.transforms.aliases import BuildAliasTable, SelectEntityVocab
@@ -216,20 +216,6 @@ def plan_input(cfg: WikiMentionsConfig) -> tuple[SiteInfo, list]:
     return site, ranges
 
 
-def beam_options(beam_args: list[str]) -> PipelineOptions:
-    """Beam options from the leftover args; an unknown flag is an error, not a silent drop."""
-    known = set(PipelineOptions([]).get_all_options(drop_default=False))
-    given = PipelineOptions(beam_args).get_all_options(retain_unknown_options=True)
-    unknown = sorted(set(given) - known)
-    if unknown:
-        raise ValueError(f"unknown option(s): {', '.join('--' + u for u in unknown)}")
-    options = PipelineOptions(beam_args)
-    standard = options.view_as(StandardOptions)
-    if not standard.runner:
-        standard.runner = "DirectRunner"
-    return options
-
-
 def print_summary(output: str, seconds: float) -> None:
     """The end-of-run summary of a local run, from the stats the job wrote."""
     stats = json.loads(storage.read_bytes(storage.join(output, storage.STATS_FILE)))
@@ -300,8 +286,7 @@ def run(argv: list[str] | None = None) -> int:
 
 
 def main() -> None:
-    logging.basicConfig(level=os.environ.get("LOGLEVEL", "INFO"), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("apache_beam").setLevel(logging.WARNING)
+    configure_logging()
     sys.exit(run())
 
 

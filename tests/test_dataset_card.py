@@ -68,7 +68,7 @@ def test_card_of_the_206_page_enwiki_run(enwiki206_corpus: Path, tmp_path: Path)
 
     c = m["counters"]
     assert "enwiki" in body and m["job"]["input"] in body
-    assert f"| `same_page_alias` |" in body and f"| {c['mentions/same_page_alias']:,} |" in body
+    assert "| `same_page_alias` |" in body and f"| {c['mentions/same_page_alias']:,} |" in body
     ratio = f"x{m['summary']['mention_ratio_to_hyperlinks']:.2f}"
     assert ratio in body
     for column in ("passage_id", "token_ids", "mentions", "char_start"):

@@ -13,7 +13,6 @@ import json
 import os
 import random
 import sys
-import time
 from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script (deepspeed trainer/pretrain.py): make `trainer` importable

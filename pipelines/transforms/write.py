@@ -118,7 +118,8 @@ def _summary(counters: dict) -> dict:
     """Headline numbers derived from the counters, for people and the dataset card."""
     get = counters.get
     hyperlinks = get("mentions/hyperlink", 0)
-    added = {k.split("/", 1)[1]: v for k, v in counters.items() if k.startswith("mentions/") and k != "mentions/hyperlink"}
+    added = {k.split("/", 1)[1]: v for k, v in counters.items()
+             if k.startswith("mentions/") and k != "mentions/hyperlink" and (v or k != "mentions/blink")}
     total = hyperlinks + sum(added.values())
     return {
         "pages_read": get("pages_read", 0),

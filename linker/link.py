@@ -18,6 +18,8 @@ loads them unless told to build.
 """
 from __future__ import annotations
 
+from pipelines.fields import option as _opt
+
 import logging
 import os
 from collections import OrderedDict
@@ -36,10 +38,6 @@ log = logging.getLogger(__name__)
 BLINK_SOURCE = "blink"
 
 
-def _opt(default, help: str, **kw):  # noqa: A002 - mirrors argparse
-    if isinstance(default, (list, dict)) or hasattr(default, "__dataclass_fields__"):
-        return field(default_factory=lambda: type(default)(), metadata={"help": help}, **kw)
-    return field(default=default, metadata={"help": help}, **kw)
 
 
 @dataclass

@@ -15,6 +15,8 @@ are logged every ``eval_every`` steps and written to ``OUTPUT/metrics.json``.
 """
 from __future__ import annotations
 
+from pipelines.fields import option as _opt
+
 import dataclasses
 import json
 import logging
@@ -37,10 +39,6 @@ from linker.inputs import BlinkInputs
 log = logging.getLogger("linker.train")
 
 
-def _opt(default, help: str):  # noqa: A002
-    if isinstance(default, list):
-        return field(default_factory=lambda: list(default), metadata={"help": help})
-    return field(default=default, metadata={"help": help})
 
 
 @dataclass

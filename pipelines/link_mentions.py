@@ -23,12 +23,14 @@ readable by every worker (local runners, or a shared filesystem).
 """
 from __future__ import annotations
 
+from pipelines.fields import option as _opt
+
 import dataclasses
 import json
 import logging
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import apache_beam as beam
 from apache_beam.options.pipeline_options import StandardOptions
@@ -43,8 +45,6 @@ from pipelines.transforms.stats import SumStats
 log = logging.getLogger("link_mentions")
 
 
-def _opt(default, help: str):  # noqa: A002
-    return field(default=default, metadata={"help": help})
 
 
 @dataclass

@@ -49,6 +49,8 @@ aliases' first tokens; no per-alias regex.
 """
 from __future__ import annotations
 
+from pipelines.fields import option as _opt
+
 import re
 import unicodedata
 from collections import Counter
@@ -103,8 +105,6 @@ class AliasCandidate:
     sources: tuple[str, ...] = ()  # alias-table sources (anchor, title, redirect); () when unknown
 
 
-def _opt(default, help: str):  # noqa: A002 - "help" mirrors argparse
-    return field(default=default, metadata={"help": help})
 
 
 @dataclass(frozen=True, slots=True)

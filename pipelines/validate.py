@@ -32,13 +32,19 @@ def load_manifest(output: str) -> dict:
         raise InvalidOutputError(f"{path} is not valid JSON: {exc}") from None
 
 
-def validate_output(output: str, *, check_sha256: bool = True) -> dict:
-    """Raise InvalidOutputError on the first problem; return the manifest otherwise."""
+def validate_output(output: str, *, check_sha256: bool = True, kinds: tuple[str, ...] | None = None) -> dict:
+    """Raise InvalidOutputError on the first problem; return the manifest otherwise.
+
+    ``kinds`` limits the checks to those output folders (the trainer needs only
+    passages and the vocabulary, not the alias table); None checks every file.
+    """
     manifest = load_manifest(output)
     files = manifest.get("files") or []
     if not any(f.get("kind") == "passages" for f in files):
         raise InvalidOutputError(f"{output}: the manifest lists no passage shards")
     for entry in files:
+        if kinds is not None and entry.get("kind") not in kinds:
+            continue
         path = storage.join(output, entry["path"])
         if not storage.exists(path):
             raise InvalidOutputError(f"{path}: listed in the manifest but missing")

@@ -29,8 +29,6 @@ index), so masks do not depend on ranks, workers or resumption.
 """
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,7 +36,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import torch
 
-from schemas import ENTITY_VOCAB_SCHEMA, PASSAGE_SCHEMA
+from schemas import ENTITY_VOCAB_SCHEMA
 
 ENTITY_START, ENTITY_END = "[Es]", "[Ee]"
 _COLUMNS = ["passage_id", "token_ids", "mentions"]
@@ -64,45 +62,28 @@ class Corpus:
         return self.root / "tokenizer"
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 22), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def open_corpus(path: str | Path, verify_sha256: bool = True) -> Corpus:
     """Check the pipeline's output contract before any training step; raise CorpusError naming the problem."""
+    from pipelines.validate import InvalidOutputError, validate_output
+
     root = Path(path)
     if not root.is_dir():
         raise CorpusError(f"corpus directory {root} does not exist")
-    manifest_path = root / "manifest.json"
-    if not manifest_path.exists():
+    if not (root / "manifest.json").exists():
         raise CorpusError(f"{root} has no manifest.json: the pipeline did not finish writing this corpus "
                           "(the manifest is written last); refusing to train on it")
-    manifest = json.loads(manifest_path.read_text())
-    entries = {e["path"]: e for e in manifest.get("files", [])}
+    try:  # files, sizes, rows, sha256 and schemas against the manifest
+        manifest = validate_output(str(root), check_sha256=verify_sha256, kinds=("passages", "entity_vocab"))
+    except InvalidOutputError as exc:
+        raise CorpusError(str(exc)) from None
     shards = {"train": [], "validation": []}
-    for rel in sorted(entries):
-        if rel.startswith("passages/") and rel.endswith(".parquet"):
-            split = Path(rel).name.split("-")[0]
+    for entry in sorted(manifest["files"], key=lambda e: e["path"]):
+        if entry["kind"] == "passages":
+            split = Path(entry["path"]).name.split("-")[0]
             if split in shards:
-                shards[split].append(root / rel)
+                shards[split].append(root / entry["path"])
     if not shards["train"]:
-        raise CorpusError(f"{manifest_path} lists no passages/train-*.parquet shard")
-    for shard in shards["train"] + shards["validation"]:
-        entry = entries[str(shard.relative_to(root))]
-        if not shard.exists():
-            raise CorpusError(f"{shard} is listed in the manifest but missing")
-        if shard.stat().st_size != entry["bytes"]:
-            raise CorpusError(f"{shard}: {shard.stat().st_size} bytes, the manifest says {entry['bytes']}")
-        if verify_sha256 and _sha256(shard) != entry["sha256"]:
-            raise CorpusError(f"{shard}: sha256 differs from the manifest (corrupt or rewritten shard)")
-        schema = pq.read_schema(shard)
-        missing = [f.name for f in PASSAGE_SCHEMA if f.name not in schema.names]
-        if missing:
-            raise CorpusError(f"{shard}: columns {missing} of PASSAGE_SCHEMA are missing")
+        raise CorpusError(f"{root / 'manifest.json'} lists no passages/train-*.parquet shard")
     vocab_path = root / "entity_vocab" / "entity_vocab.parquet"
     if not vocab_path.exists():
         raise CorpusError(f"{vocab_path} is missing")

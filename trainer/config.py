@@ -9,6 +9,8 @@ and ``--optim.lr 1e-4`` get their natural types.
 """
 from __future__ import annotations
 
+from pipelines.fields import option as _f
+
 import dataclasses
 import json
 from dataclasses import dataclass, field
@@ -16,13 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
-
-def _f(default, help: str, **kw):
-    """A dataclass field with help text (shown by ``--help``)."""
-    if isinstance(default, (list, dict)):
-        return field(default_factory=lambda: type(default)(default), metadata={"help": help}, **kw)
-    return field(default=default, metadata={"help": help}, **kw)
 
 
 @dataclass

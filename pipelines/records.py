@@ -87,6 +87,7 @@ class Article:
     title: str  # normalised title
     text: str
     links: list[LinkMention] = field(default_factory=list)
+    revision_id: int | None = None  # picks the latest of duplicate page ids in a broken dump
 
 
 @dataclass(slots=True)

@@ -43,7 +43,7 @@ from pipelines.transforms.parse import ParseOptions, ParseWikiDump
 from pipelines.transforms.passages import ChunkWindows, LabelMissingMentions, PassageOptions
 from pipelines.transforms.resolve import ResolveLinks, ResolveRedirects
 from pipelines.transforms.stats import SumStats
-from pipelines.transforms.write import SaveTokenizerFn, WriteManifestFn, WriteShards, shard_name, stable_shard
+from pipelines.transforms.write import SaveTokenizerFn, ShardSpec, WriteManifestFn, WriteShards
 from pipelines.wikitext import DisambiguationConfig
 
 log = logging.getLogger("wiki_mentions")
@@ -55,10 +55,17 @@ VOCAB_ORDER = itemgetter("entity_id")
 
 
 def describe_entity(article, vocab: dict, max_chars: int):
-    """An article of a vocabulary entity -> its description row (BLINK's candidate text)."""
+    """An article of a vocabulary entity -> (entity, (page_id, description row)) (BLINK's candidate text)."""
     entity_id = vocab.get(article.title)
     if entity_id is not None:
-        yield {"entity_id": entity_id, "entity": article.title, "description": first_paragraph(article.text, max_chars)}
+        yield article.title, (article.page_id, {
+            "entity_id": entity_id, "entity": article.title,
+            "description": first_paragraph(article.text, max_chars)})
+
+
+def _first_page(descriptions):
+    """Of several articles with one title (a broken dump), the description of the smallest page id."""
+    return min(descriptions, key=lambda item: item[0])
 
 
 def _dead_letter_row(dl: DeadLetter) -> dict:
@@ -108,6 +115,7 @@ def build_pipeline(p: beam.Pipeline, cfg: WikiMentionsConfig, site: SiteInfo, ra
     out = cfg.output
     labels = labels_for_site(cfg.labels, site)
     job = {**job, "effective_labels": dataclasses.asdict(labels)}
+    bound = cfg.max_join_group
     parse_options = ParseOptions(
         max_page_bytes=cfg.max_page_mb << 20,
         max_wikitext_chars=cfg.max_wikitext_chars,
@@ -117,24 +125,25 @@ def build_pipeline(p: beam.Pipeline, cfg: WikiMentionsConfig, site: SiteInfo, ra
     parsed = p | "ParseWikiDump" >> ParseWikiDump(ranges, site, parse_options)
     resolved = (
         {"redirects": parsed["redirects"], "page_kinds": parsed["page_kinds"]}
-        | "ResolveRedirects" >> ResolveRedirects(cfg.max_redirect_hops)
+        | "ResolveRedirects" >> ResolveRedirects(cfg.max_redirect_hops, bound)
     )
     links = (
         {"articles": parsed["articles"], "resolutions": resolved["resolutions"]}
-        | "ResolveLinks" >> ResolveLinks(cfg.keep_red_links)
+        | "ResolveLinks" >> ResolveLinks(cfg.keep_red_links, bound)
     )
     aliases = (
         {"anchors": links["anchors"], "resolutions": resolved["resolutions"]}
-        | "BuildAliasTable" >> BuildAliasTable()
+        | "BuildAliasTable" >> BuildAliasTable(bound)
     )
     vocab_rows = links["entity_links"] | "SelectEntityVocab" >> SelectEntityVocab(cfg.entity_vocab_size)
     labeled = (
-        {"articles": parsed["articles"], "page_targets": links["page_targets"], "alias_rows": aliases["rows"]}
-        | "LabelMissingMentions" >> LabelMissingMentions(labels, cfg.keep_red_links)
+        {"articles": parsed["articles"], "page_targets": links["page_targets"], "entity_refs": links["entity_refs"],
+         "entity_links": links["entity_links"], "alias_rows": aliases["rows"]}
+        | "LabelMissingMentions" >> LabelMissingMentions(labels, cfg.keep_red_links, bound)
     )
     passage_options = PassageOptions(
         tokenizer=cfg.tokenizer, window=cfg.window, overlap=cfg.overlap,
-        validation_fraction=cfg.validation_fraction, split_salt=cfg.split_salt, num_shards=cfg.num_shards,
+        validation_fraction=cfg.validation_fraction, split_salt=cfg.split_salt,
     )
     articles_to_chunk = labeled["articles"]
     extra_stats: list = []
@@ -146,45 +155,39 @@ def build_pipeline(p: beam.Pipeline, cfg: WikiMentionsConfig, site: SiteInfo, ra
         articles_to_chunk, extra_stats = blink["articles"], list(blink["stats"])
     vocab = vocab_rows | "VocabPairs" >> beam.FlatMap(lambda rows: [(r["entity"], r["entity_id"]) for r in rows])
     chunks = {"articles": articles_to_chunk, "vocab": vocab} | "ChunkWindows" >> ChunkWindows(passage_options)
-    nd = cfg.description_shards
-    description_files = (
+
+    def write(rows, label, schema_name, spec, order, row_group_rows=cfg.row_group_rows):
+        return rows | label >> WriteShards(out, schema_name, spec, order, row_group_rows, cfg.sort_buffer_rows)
+
+    description_files = write(
         parsed["articles"]
         | "DescribeVocabEntities" >> beam.FlatMap(
             describe_entity, vocab=beam.pvalue.AsDict(vocab), max_chars=cfg.description_max_chars)
-        | "KeyDescriptionShard" >> beam.Map(lambda r: (stable_shard(r["entity"], nd), r))
-        | "WriteEntityDescriptions" >> WriteShards(
-            out, "entity_descriptions",
-            {i: f"entity_descriptions/{shard_name('entity_descriptions', i, nd)}" for i in range(nd)},
-            VOCAB_ORDER, cfg.row_group_rows)
-    )
-
-    n = cfg.num_shards
-    passage_files = chunks["rows"] | "WriteShards" >> WriteShards(
-        out, "passages",
-        {(split, i): f"passages/{shard_name(split, i, n)}" for split in SPLITS for i in range(n)},
-        PASSAGE_ORDER, cfg.row_group_rows,
-    )
-    na = cfg.alias_shards
-    alias_files = (
-        aliases["rows"]
-        | "KeyAliasShard" >> beam.Map(lambda r: (stable_shard(r["alias"], na), r))
-        | "WriteAliasTable" >> WriteShards(
-            out, "alias_table", {i: f"alias_table/{shard_name('alias_table', i, na)}" for i in range(na)},
-            ALIAS_ORDER, cfg.row_group_rows * 10)
-    )
-    vocab_files = (
-        vocab_rows
-        | "VocabRowsOut" >> beam.FlatMap(lambda rows: [(0, r) for r in rows])
-        | "WriteEntityVocab" >> WriteShards(
-            out, "entity_vocab", {0: "entity_vocab/entity_vocab.parquet"}, VOCAB_ORDER, cfg.row_group_rows * 10)
-    )
-    dead = (
+        | "OnePagePerEntity" >> beam.CombinePerKey(_first_page)
+        | "DescriptionRows" >> beam.Map(lambda kv: ("entity_descriptions", kv[0], kv[1][1])),
+        "WriteEntityDescriptions", "entity_descriptions",
+        ShardSpec("entity_descriptions", ("entity_descriptions",), cfg.description_shards, cfg.descriptions_per_shard),
+        VOCAB_ORDER)
+    passage_files = write(
+        chunks["rows"], "WriteShards", "passages",
+        ShardSpec("passages", SPLITS, cfg.num_shards, cfg.passages_per_shard), PASSAGE_ORDER)
+    alias_files = write(
+        aliases["rows"] | "AliasRowsOut" >> beam.Map(lambda r: ("alias_table", r["alias"], r)),
+        "WriteAliasTable", "alias_table",
+        ShardSpec("alias_table", ("alias_table",), cfg.alias_shards, cfg.alias_rows_per_shard),
+        ALIAS_ORDER, cfg.row_group_rows * 10)
+    vocab_files = write(
+        vocab_rows | "VocabRowsOut" >> beam.FlatMap(lambda rows: [("entity_vocab", "", r) for r in rows]),
+        "WriteEntityVocab", "entity_vocab",
+        ShardSpec("entity_vocab", ("entity_vocab",), single_file="entity_vocab.parquet"),
+        VOCAB_ORDER, cfg.row_group_rows * 10)
+    dead = write(
         (parsed["dead"],)
         | "FlattenDeadLetters" >> beam.Flatten()
-        | "DeadLetterRows" >> beam.Map(lambda dl: (0, _dead_letter_row(dl)))
-        | "WriteDeadLetters" >> WriteShards(
-            out, "dead_letters", {0: "dead_letters/dead_letters.parquet"}, _dead_letter_order, cfg.row_group_rows)
-    )
+        | "DeadLetterRows" >> beam.Map(lambda dl: ("dead_letters", "", _dead_letter_row(dl))),
+        "WriteDeadLetters", "dead_letters",
+        ShardSpec("dead_letters", ("dead_letters",), single_file="dead_letters.parquet"),
+        _dead_letter_order)
     tokenizer_files = (
         p
         | "TokenizerOnce" >> beam.Create([None])

@@ -159,6 +159,17 @@ class LabelConfig:
         "Skip aliases without any letter ('1990', '3:16', '100'): numbers are linked inconsistently "
         "and labelling every occurrence mostly adds noise.",
     )
+    top_aliases_per_page: int = _opt(
+        64,
+        "Each page receives this many aliases of every entity it refers to, the best first (its title, "
+        "then the most-used anchor texts: pipelines.corpus.candidates.alias_rank), plus every alias the "
+        "page itself uses as anchor text for that entity. Bounds the label join's volume per page.",
+    )
+    max_aliases_per_entity: int = _opt(
+        1024,
+        "At most this many aliases of one entity (the best by alias_rank, after the filters) are used for "
+        "labels at all. Bounds the label join's groups when a hub entity has thousands of anchor texts.",
+    )
     match_unspaced_scripts: bool = _opt(
         True,
         "In scripts written without spaces (Han, Kana, Thai, Lao, Khmer, Myanmar, Tibetan) match "
@@ -173,6 +184,9 @@ class LabelConfig:
             raise ValueError(f"min_alias_count must be >= 0, got {self.min_alias_count}")
         if not 0.0 <= self.min_prior <= 1.0:
             raise ValueError(f"min_prior must be in [0, 1], got {self.min_prior}")
+        if not 1 <= self.top_aliases_per_page <= self.max_aliases_per_entity:
+            raise ValueError("need 1 <= top_aliases_per_page <= max_aliases_per_entity, got "
+                             f"{self.top_aliases_per_page} and {self.max_aliases_per_entity}")
         if self.ambiguity not in AMBIGUITY_POLICIES:
             raise ValueError(f"ambiguity must be one of {AMBIGUITY_POLICIES}, got {self.ambiguity!r}")
         resolve_stopwords(self.stopwords)  # fail at construction, not in a worker

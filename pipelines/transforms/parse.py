@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import apache_beam as beam
 
+from pipelines.corpus.resolution import ARTICLE, DISAMBIGUATION, OTHER_NAMESPACE_REDIRECT, REDIRECT
 from pipelines.dump import ReadRange, iter_pages
 from pipelines.records import Article, DeadLetter, RawPage, SiteInfo
 from pipelines.transforms.stats import STATS, CountingDoFn
@@ -147,10 +148,12 @@ class ClassifyPagesFn(CountingDoFn, _DeadLetterLogging):
         if is_redirect:
             self.count("redirects")
             if not target:
+                # The page exists, so links to it are not red links; it is never an entity.
                 self.count("redirects_out_of_main_namespace")
+                yield beam.pvalue.TaggedOutput(PAGE_KINDS, (title, OTHER_NAMESPACE_REDIRECT))
                 return
             yield beam.pvalue.TaggedOutput(REDIRECTS, (title, target))
-            yield beam.pvalue.TaggedOutput(PAGE_KINDS, (title, "redirect"))
+            yield beam.pvalue.TaggedOutput(PAGE_KINDS, (title, REDIRECT))
             return
         if not page.text.strip():
             yield self._dead(page, "empty_page")
@@ -160,7 +163,7 @@ class ClassifyPagesFn(CountingDoFn, _DeadLetterLogging):
             return
         if is_disambiguation(page.text, self.site, self.options.disambiguation):
             self.count("disambiguation_pages")
-            yield beam.pvalue.TaggedOutput(PAGE_KINDS, (title, "disambiguation"))
+            yield beam.pvalue.TaggedOutput(PAGE_KINDS, (title, DISAMBIGUATION))
             return
         try:
             extraction = extract_article(page.text, self.site, title=title)
@@ -175,8 +178,9 @@ class ClassifyPagesFn(CountingDoFn, _DeadLetterLogging):
             self.count(extraction_counter(key), n)
         if not extraction.text.strip():
             self.count("articles_without_text")
-        yield beam.pvalue.TaggedOutput(PAGE_KINDS, (title, "article"))
-        yield Article(page_id=page.page_id, title=title, text=extraction.text, links=extraction.links)
+        yield beam.pvalue.TaggedOutput(PAGE_KINDS, (title, ARTICLE))
+        yield Article(page_id=page.page_id, title=title, text=extraction.text, links=extraction.links,
+                      revision_id=page.revision_id)
 
     def _redirect_title(self, raw: str) -> str | None:
         target = parse_link_target(raw, self.site)
@@ -204,8 +208,8 @@ class ParseWikiDump(beam.PTransform):
     """Read ranges of a dump and classify its pages.
 
     Returns a dict of PCollections: ``articles`` (Article), ``redirects``
-    ((source title, target title)), ``page_kinds`` ((title, "article" |
-    "disambiguation" | "redirect")), ``dead`` (DeadLetter) and ``stats``.
+    ((source title, target title)), ``page_kinds`` ((title, kind), kinds in
+    :mod:`pipelines.corpus.resolution`), ``dead`` (DeadLetter) and ``stats``.
     """
 
     def __init__(self, ranges: list[ReadRange], site: SiteInfo, options: ParseOptions) -> None:

@@ -1,9 +1,18 @@
 """LabelMissingMentions and ChunkWindows: articles -> labelled, tokenised 128-token windows.
 
-Per-page alias sets come from key joins: each page's candidate entities (the
-entities it links to, and its own title entity) are joined with the alias
-table keyed by entity, then regrouped by page id beside the article. No
-alias table in a side input; only the entity vocabulary (<= N rows) is one.
+Per-page alias sets come from key joins, with a volume linear in the corpus:
+
+1. Alias rows are filtered once (length, letters, stopwords, rarity, prior)
+   and capped to the ``labels.max_aliases_per_entity`` best aliases of each
+   entity (a Top-per-key combiner, lifted before the shuffle).
+2. Each page's references to entities (the entities it links to, and its own
+   title entity) are joined with those aliases keyed by entity: a LookupJoin,
+   so the ~500k pages that refer to a hub entity are split into bounded
+   groups; a page's references to one entity are de-duplicated there, and the
+   page receives one element per entity it refers to.
+3. The article, its resolved link targets and those elements meet by page id.
+
+No alias table in a side input; only the entity vocabulary (<= N rows) is one.
 """
 from __future__ import annotations
 
@@ -11,20 +20,19 @@ from dataclasses import dataclass
 
 import apache_beam as beam
 
-from pipelines.corpus.labels import AliasCandidate, LabelConfig, label_missing_mentions, usable_candidates
+from pipelines.corpus.alias_table import clean_alias
+from pipelines.corpus.candidates import alias_rank, aliases_for_page, unpack_candidates, usable_alias
+from pipelines.corpus.labels import LINKED, TITLE, LabelConfig, label_missing_mentions
+from pipelines.corpus.resolution import RED_LINK, usable_link
 from pipelines.corpus.split import split_of
 from pipelines.corpus.tokenizer import load_tokenizer, tokenize_with_mentions
 from pipelines.corpus.windows import cut_windows
 from pipelines.records import Article, LabeledArticle, Mention
+from pipelines.transforms.joins import GroupJoinFn, LookupJoin
 from pipelines.transforms.stats import STATS, CountingDoFn
-from pipelines.transforms.write import stable_shard
 from schemas import UNK_ENTITY_ID
 
 HYPERLINK = "hyperlink"
-
-
-def usable_status(status: str, keep_red_links: bool) -> bool:
-    return status == "article" or (status == "red_link" and keep_red_links)
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,22 +42,64 @@ class PassageOptions:
     overlap: int
     validation_fraction: float
     split_salt: str
-    num_shards: int
 
 
-class CandidatesForEntityFn(beam.DoFn):
-    """(entity, {"refs": [(page_id, origin)], "aliases": [(alias, count, prior, sources)]}) -> (page_id, AliasCandidate)."""
+class UsableAliasesFn(CountingDoFn):
+    """Alias row -> (entity, packed alias) when the labeller may use it; drops counted by reason."""
 
-    def process(self, element):
-        entity, grouped = element
-        refs = sorted(set(grouped["refs"]))
-        if not refs:
+    def __init__(self, config: LabelConfig) -> None:
+        super().__init__()
+        self.config = config
+
+    def process(self, row):
+        reason, packed = usable_alias(row, self.config)
+        if reason is not None:
+            self.count(f"label_aliases_dropped/{reason}")
             return
-        aliases = list(grouped["aliases"])
-        for page_id, origin in refs:
-            for alias, count, prior, sources in aliases:
-                yield page_id, AliasCandidate(
-                    alias=alias, entity=entity, count=count, prior=prior, origin=origin, sources=tuple(sources))
+        self.count("label_aliases/usable")
+        alias, count, _prior, sources = packed
+        yield row["entity"], (alias_rank(alias, row["entity"], count, sources), packed)
+
+
+def _rank_of(ranked_alias):
+    return ranked_alias[0]
+
+
+def latest_article(articles: list[Article]) -> Article:
+    """The article kept for a page id that a broken dump repeats: the latest
+    revision, then the smallest title and text (deterministic on any runner)."""
+    return min(articles, key=lambda a: (-(a.revision_id if a.revision_id is not None else -1), a.title, a.text))
+
+
+class CandidatesForEntityFn(GroupJoinFn):
+    """Key: an entity; table: its best aliases (one list of (rank, packed alias), at most
+    ``max_aliases_per_entity``); requests: (page_id, origin, the page's anchor texts for it).
+
+    -> (page_id, (entity, origins, aliases)) once per page of the group, with the
+    aliases :func:`aliases_for_page` picks.
+    """
+
+    join_name = "LabelCandidates"
+
+    def __init__(self, top_per_page: int) -> None:
+        super().__init__()
+        self.top_per_page = top_per_page
+
+    def join(self, entity, salt, tables, refs):
+        origins_by_page: dict[int, set] = {}
+        anchors_by_page: dict[int, set] = {}
+        for page_id, origin, surfaces in refs:
+            origins_by_page.setdefault(page_id, set()).add(origin)
+            anchors = anchors_by_page.setdefault(page_id, set())
+            for surface in surfaces:
+                anchors.add(clean_alias(surface))
+        if tables:  # else the entity has no usable alias
+            ranked = [packed for _rank, packed in tables[0]]
+            for page_id in sorted(origins_by_page):
+                aliases = aliases_for_page(ranked, self.top_per_page, anchors_by_page[page_id])
+                self.count("volume/LabelMissingMentions/page_entities")
+                self.count("volume/LabelMissingMentions/page_aliases", len(aliases))
+                yield page_id, (entity, tuple(sorted(origins_by_page[page_id])), aliases)
 
 
 class LabelArticleFn(CountingDoFn):
@@ -65,18 +115,24 @@ class LabelArticleFn(CountingDoFn):
         articles = grouped["article"]
         if not articles:
             return
-        article: Article = articles[0]
+        article = latest_article(articles)
         if len(articles) > 1:
             self.count("duplicate_page_ids", len(articles) - 1)
         resolution = {target: (status, entity) for target, status, entity in grouped["targets"]}
         hyperlinks: list[Mention] = []
         for link in article.links:
-            status, entity = resolution.get(link.target, ("red_link", link.target))
-            if not usable_status(status, self.keep_red_links):
+            status, entity = resolution.get(link.target, (RED_LINK, link.target))
+            if not usable_link(status, self.keep_red_links):
                 self.count(f"links_dropped/{status}")
                 continue
             hyperlinks.append(Mention(link.start, link.end, link.surface, entity, HYPERLINK))
-        candidates = usable_candidates(grouped["candidates"], self.config)
+        linked = {m.entity for m in hyperlinks}
+        candidates = []
+        for entity, origins, aliases in grouped["candidates"]:
+            # Only what this article refers to (a repeated page id's other copy may refer to more).
+            kept = tuple(o for o in origins if (o == LINKED and entity in linked) or (o == TITLE and entity == article.title))
+            if kept:
+                candidates.extend(unpack_candidates(entity, kept, aliases))
         labels = label_missing_mentions(article.text, hyperlinks, candidates, self.config)
         self.count(f"mentions/{HYPERLINK}", len(hyperlinks))
         for label in labels:
@@ -86,50 +142,48 @@ class LabelArticleFn(CountingDoFn):
 
 
 class LabelMissingMentions(beam.PTransform):
-    """Articles + resolved link targets + alias rows -> LabeledArticle."""
+    """Articles + resolved link targets + entity refs + alias rows -> LabeledArticle.
 
-    def __init__(self, config: LabelConfig, keep_red_links: bool) -> None:
+    Inputs: ``articles``; ``page_targets`` ((page_id, (target, status, entity)));
+    ``entity_refs`` ((entity, (page_id, "linked", anchor texts)) of usable links);
+    ``entity_links`` ((entity, links), an upper bound of the pages per entity);
+    ``alias_rows`` (alias-table dicts).
+    """
+
+    def __init__(self, config: LabelConfig, keep_red_links: bool, max_group: int) -> None:
         super().__init__()
         self.config = config
         self.keep_red_links = keep_red_links
+        self.max_group = max_group
 
     def expand(self, inputs):
         articles = inputs["articles"]
-        page_targets = inputs["page_targets"]  # (page_id, (target, status, entity))
-        alias_rows = inputs["alias_rows"]
-        keep_red = self.keep_red_links
-        min_chars = self.config.min_alias_chars
-
-        aliases_by_entity = (
-            alias_rows
-            | "ShortAliasesOut" >> beam.Filter(lambda r: len(r["alias"]) >= min_chars)
-            | "AliasesByEntity" >> beam.Map(lambda r: (r["entity"], (r["alias"], r["count"], r["prior"], r["sources"])))
+        usable = inputs["alias_rows"] | "UsableAliases" >> beam.ParDo(UsableAliasesFn(self.config)).with_outputs(
+            STATS, main="aliases")
+        top_aliases = (
+            usable.aliases
+            | "TopAliasesPerEntity" >> beam.combiners.Top.PerKey(
+                self.config.max_aliases_per_entity, key=_rank_of, reverse=True)
         )
-        linked_refs = (
-            page_targets
-            | "UsableTargets" >> beam.Filter(lambda kv: usable_status(kv[1][1], keep_red))
-            | "LinkedEntityRef" >> beam.Map(lambda kv: (kv[1][2], (kv[0], "linked")))
-        )
-        title_refs = articles | "TitleEntityRef" >> beam.Map(lambda a: (a.title, (a.page_id, "title")))
-        candidates = (
-            {"refs": (linked_refs, title_refs) | "FlattenEntityRefs" >> beam.Flatten(), "aliases": aliases_by_entity}
-            | "JoinEntityAliases" >> beam.CoGroupByKey()
-            | "CandidatesPerPage" >> beam.ParDo(CandidatesForEntityFn())
-        )
+        title_refs = articles | "TitleEntityRef" >> beam.Map(lambda a: (a.title, (a.page_id, TITLE, ())))
+        refs = (inputs["entity_refs"], title_refs) | "FlattenEntityRefs" >> beam.Flatten()
+        ref_counts = inputs["entity_links"] | "RefsUpperBound" >> beam.Map(lambda kv: (kv[0], kv[1] + 1))
+        candidates = {"requests": refs, "table": top_aliases, "request_counts": ref_counts} | (
+            "JoinEntityAliases" >> LookupJoin(CandidatesForEntityFn(self.config.top_aliases_per_page), lambda ref: ref[0], self.max_group, main="out"))
         labeled = (
             {
                 "article": articles | "ArticleByPageId" >> beam.Map(lambda a: (a.page_id, a)),
-                "targets": page_targets,
-                "candidates": candidates,
+                "targets": inputs["page_targets"],
+                "candidates": candidates.out,
             }
             | "JoinPageParts" >> beam.CoGroupByKey()
             | "LabelArticles" >> beam.ParDo(LabelArticleFn(self.config, self.keep_red_links)).with_outputs(STATS, main="articles")
         )
-        return {"articles": labeled.articles, "stats": [labeled[STATS]]}
+        return {"articles": labeled.articles, "stats": [usable[STATS], candidates[STATS], labeled[STATS]]}
 
 
 class ChunkWindowsFn(CountingDoFn):
-    """LabeledArticle -> ((split, shard), passage row) for every window."""
+    """LabeledArticle -> (split, page id as the shard key, passage row) for every window."""
 
     def __init__(self, options: PassageOptions) -> None:
         super().__init__()
@@ -148,7 +202,7 @@ class ChunkWindowsFn(CountingDoFn):
             self.count("articles_without_tokens")
             return
         split = split_of(article.page_id, opts.validation_fraction, salt=opts.split_salt)
-        shard = stable_shard(str(article.page_id), opts.num_shards)
+        page_key = str(article.page_id)
         self.count(f"pages/{split}")
         self.count(f"passages/{split}", len(windows))
         self.count(f"tokens/{split}", len(tokenized.token_ids))
@@ -170,7 +224,7 @@ class ChunkWindowsFn(CountingDoFn):
                     "char_start": m.start,
                     "char_end": m.end,
                 })
-            yield (split, shard), {
+            yield split, page_key, {
                 "passage_id": f"{article.page_id}:{w.index}",
                 "page_id": article.page_id,
                 "title": article.title,
@@ -181,7 +235,7 @@ class ChunkWindowsFn(CountingDoFn):
 
 
 class ChunkWindows(beam.PTransform):
-    """LabeledArticle -> ((split, shard), passage row); entity ids from the vocabulary
+    """LabeledArticle -> (split, shard key, passage row); entity ids from the vocabulary
     ((entity, id) pairs, at most N: the one side input of the job)."""
 
     def __init__(self, options: PassageOptions) -> None:

@@ -1,0 +1,54 @@
+"""Which alias-table rows the missing-mention labeller may use, and in what order.
+
+Before the label join, every alias row is checked once against the
+labeller's filters that do not depend on the page (length, letters,
+stopwords, rarity, prior; see ``rejection_reason``), and each entity keeps at
+most ``LabelConfig.max_aliases_per_entity`` aliases, best first by
+:func:`alias_rank`. A page that refers to the entity then receives the first
+``top_aliases_per_page`` of them, plus those it uses itself as anchor texts
+of that entity (:func:`aliases_for_page`): its volume is bounded by its own
+size, so the join's volume is linear in the corpus even when a hub entity
+has thousands of anchor texts, and no alias the page itself links with is lost.
+"""
+from __future__ import annotations
+
+from pipelines.corpus.alias_table import SOURCE_REDIRECT
+from pipelines.corpus.labels import LINKED, AliasCandidate, LabelConfig, rejection_reason, strip_disambiguation
+
+# A packed alias, as it travels to pages: (alias, count, prior, sources).
+PackedAlias = tuple[str, int, float, tuple[str, ...]]
+
+
+def alias_rank(alias: str, entity: str, count: int, sources: tuple[str, ...]) -> tuple:
+    """Sort key, best first: the entity's own title (with or without its qualifier),
+    then the most-used anchor texts, redirects before other names at equal counts,
+    then alphabetical (deterministic)."""
+    own_title = alias == entity or alias == strip_disambiguation(entity)
+    return (not own_title, -count, SOURCE_REDIRECT not in sources, alias)
+
+
+def usable_alias(row: dict, config: LabelConfig) -> tuple[str | None, PackedAlias | None]:
+    """An alias-table row -> (rejection reason, None) or (None, packed alias)."""
+    sources = tuple(row["sources"])
+    candidate = AliasCandidate(row["alias"], row["entity"], row["count"], row["prior"], LINKED, sources)
+    reason = rejection_reason(candidate, config)
+    if reason is not None:
+        return reason, None
+    return None, (row["alias"].strip(), int(row["count"]), float(row["prior"]), sources)
+
+
+def aliases_for_page(ranked: list[PackedAlias], top: int, page_anchors) -> tuple[PackedAlias, ...]:
+    """The aliases of one entity a page receives: the first ``top`` of the ranked list, then
+    any later one that is among the page's own (cleaned) anchor texts for the entity, in rank order."""
+    if len(ranked) <= top or not page_anchors:
+        return tuple(ranked[:top])
+    return tuple(ranked[:top]) + tuple(a for a in ranked[top:] if a[0] in page_anchors)
+
+
+def unpack_candidates(entity: str, origins: tuple[str, ...], aliases: tuple[PackedAlias, ...]) -> list[AliasCandidate]:
+    """The AliasCandidates of one entity of a page, one per (alias, origin)."""
+    return [
+        AliasCandidate(alias, entity, count, prior, origin, sources)
+        for origin in origins
+        for alias, count, prior, sources in aliases
+    ]

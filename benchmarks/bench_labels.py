@@ -48,7 +48,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from pipelines.dump import iter_decompressed, iter_pages, read_siteinfo  # noqa: E402
+from pipelines.dump import iter_pages, read_siteinfo  # noqa: E402
 from pipelines.records import RawPage  # noqa: E402
 from pipelines.wikitext import (  # noqa: E402
     ExtractionError,
@@ -58,7 +58,7 @@ from pipelines.wikitext import (  # noqa: E402
     parse_link_target,
     redirect_target,
 )
-from synth_dump import page_xml  # noqa: E402
+from synth_dump import dump_header, page_xml  # noqa: E402
 
 SHARED = (REPO / ".." / "shared" / "wikidumps").resolve()
 DEFAULT_DUMPS = (
@@ -73,19 +73,6 @@ DEFAULT_DUMPS = (
 )
 # An innermost wikilink: no brackets inside, optional label.
 _WIKILINK = re.compile(r"\[\[([^\[\]|\n]+)(?:\|([^\[\]]*))?\]\]")
-
-
-def dump_header(path: str) -> str:
-    """The dump's text before its first <page> (the <mediawiki> and <siteinfo> elements)."""
-    head = b""
-    for chunk in iter_decompressed(path):
-        head += chunk
-        cut = head.find(b"<page>")
-        if cut != -1:
-            return head[:cut].decode("utf-8")
-        if len(head) > 1 << 22:
-            break
-    raise ValueError(f"{path}: no <page> in the first 4 MB")
 
 
 class Wiki:

@@ -251,6 +251,45 @@ def page_xml(page_id: int, ns: int, title: str, text: str, redirect: str | None)
     )
 
 
+def dump_header(path: str) -> str:
+    """A real dump's text before its first <page> (the <mediawiki> and <siteinfo> elements)."""
+    from pipelines.dump import iter_decompressed
+
+    head = b""
+    for chunk in iter_decompressed(path):
+        head += chunk
+        cut = head.find(b"<page>")
+        if cut != -1:
+            return head[:cut].decode("utf-8")
+        if len(head) > 1 << 22:
+            break
+    raise ValueError(f"{path}: no <page> in the first 4 MB")
+
+
+def replicate_dump(src: str, dst: str, copies: int) -> dict:
+    """A real dump repeated ``copies`` times, each copy with new page ids and titles ("Title 2").
+
+    Links keep their targets (the first copy's titles), so the link graph grows
+    as in a bigger wiki: more pages refer to the same entities. Start-up costs
+    then cancel out between two sizes (marginal cost per page).
+    """
+    from pipelines.dump import iter_pages
+    from pipelines.records import RawPage
+
+    pages = [p for p in iter_pages(src) if isinstance(p, RawPage)]
+    span = max((p.page_id for p in pages), default=0) + 1
+    opener = (lambda q: bz2.open(q, "wt", encoding="utf-8", compresslevel=6)) if dst.endswith(".bz2") else (
+        lambda q: open(q, "w", encoding="utf-8"))
+    with opener(dst) as fh:
+        fh.write(dump_header(src))
+        for k in range(copies):
+            for page in pages:
+                title = page.title if k == 0 else f"{page.title} {k + 1}"
+                fh.write(page_xml(page.page_id + k * span, page.ns, title, page.text, page.redirect))
+        fh.write("</mediawiki>\n")
+    return {"pages": len(pages) * copies, "copies": copies}
+
+
 def write_synth_dump(path: str, articles: int, seed: int = 1) -> dict:
     """Write the dump (bz2 when ``path`` ends in .bz2); return what it holds."""
     wiki = SynthWiki(articles, seed)

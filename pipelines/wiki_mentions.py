@@ -244,6 +244,9 @@ def print_summary(output: str, seconds: float) -> None:
         lines.append(f"  note: {red / kept:.0%} of links point to pages absent from this dump; "
                      "for a partial dump, --keep_red_links true keeps them as entities")
     lines.append(f"  dead letters      {s['dead_letters']:>10,}   (dead_letters/dead_letters.parquet)")
+    if s.get("largest_groups"):
+        largest = max(s["largest_groups"].items(), key=lambda kv: kv[1])
+        lines.append(f"  largest join group {largest[1]:>9,}   ({largest[0]}; bound --max_join_group; stats.json: volume)")
     lines.append(f"  shards written    {len(shards):>10,}   ({sum(f['rows'] for f in shards):,} passages)")
     print("\n".join(lines), flush=True)
 

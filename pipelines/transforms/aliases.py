@@ -38,6 +38,7 @@ class AnchorEvidenceFn(CountingDoFn):
 
     def process(self, element):
         (surface, entity), n = element
+        self.count("volume/BuildAliasTable/in")
         alias = clean_alias(surface)
         if alias is None:
             self.count("aliases_dropped/unusable_anchor_text", n)
@@ -65,7 +66,7 @@ class AliasRowsFn(GroupJoinFn):
     def join(self, alias, salt, totals, entries):
         total = totals[0][0] if totals else 0
         for entity, count, sources in entries:
-            self.count("volume/BuildAliasTable/rows")
+            self.count("volume/BuildAliasTable/out")
             yield {
                 "alias": alias,
                 "entity": entity,

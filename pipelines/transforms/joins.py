@@ -54,8 +54,10 @@ class GroupJoinFn(CountingDoFn):
     def process(self, element):
         (key, salt), grouped = element
         requests = grouped["requests"]
+        table = grouped["table"]
+        self.count(f"volume/{self.join_name}/table", len(table))
         if requests:  # else: a table value nobody asked for (or a copy for an empty sub-key)
-            yield from self.join(key, salt, sorted(grouped["table"]), iter(requests))
+            yield from self.join(key, salt, sorted(table), iter(requests))
             n = len(requests)
             self.count(f"volume/{self.join_name}/requests", n)
             self.observe_max(f"largest_group/{self.join_name}", n)

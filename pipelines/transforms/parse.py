@@ -130,6 +130,7 @@ class ClassifyPagesFn(CountingDoFn, _DeadLetterLogging):
         return beam.pvalue.TaggedOutput(DEAD, dl)
 
     def process(self, page: RawPage):
+        self.count("volume/ParseWikiDump/in")
         if page.ns != 0:
             self.count("pages_not_in_main_namespace")
             return
@@ -150,8 +151,10 @@ class ClassifyPagesFn(CountingDoFn, _DeadLetterLogging):
             if not target:
                 # The page exists, so links to it are not red links; it is never an entity.
                 self.count("redirects_out_of_main_namespace")
+                self.count("volume/ParseWikiDump/out")
                 yield beam.pvalue.TaggedOutput(PAGE_KINDS, (title, OTHER_NAMESPACE_REDIRECT))
                 return
+            self.count("volume/ParseWikiDump/out", 2)
             yield beam.pvalue.TaggedOutput(REDIRECTS, (title, target))
             yield beam.pvalue.TaggedOutput(PAGE_KINDS, (title, REDIRECT))
             return
@@ -163,6 +166,7 @@ class ClassifyPagesFn(CountingDoFn, _DeadLetterLogging):
             return
         if is_disambiguation(page.text, self.site, self.options.disambiguation):
             self.count("disambiguation_pages")
+            self.count("volume/ParseWikiDump/out")
             yield beam.pvalue.TaggedOutput(PAGE_KINDS, (title, DISAMBIGUATION))
             return
         try:
@@ -178,6 +182,7 @@ class ClassifyPagesFn(CountingDoFn, _DeadLetterLogging):
             self.count(extraction_counter(key), n)
         if not extraction.text.strip():
             self.count("articles_without_text")
+        self.count("volume/ParseWikiDump/out", 2)
         yield beam.pvalue.TaggedOutput(PAGE_KINDS, (title, ARTICLE))
         yield Article(page_id=page.page_id, title=title, text=extraction.text, links=extraction.links,
                       revision_id=page.revision_id)

@@ -52,6 +52,7 @@ class UsableAliasesFn(CountingDoFn):
         self.config = config
 
     def process(self, row):
+        self.count("volume/LabelMissingMentions/in")
         reason, packed = usable_alias(row, self.config)
         if reason is not None:
             self.count(f"label_aliases_dropped/{reason}")
@@ -89,6 +90,7 @@ class CandidatesForEntityFn(GroupJoinFn):
         origins_by_page: dict[int, set] = {}
         anchors_by_page: dict[int, set] = {}
         for page_id, origin, surfaces in refs:
+            self.count("volume/LabelMissingMentions/in")
             origins_by_page.setdefault(page_id, set()).add(origin)
             anchors = anchors_by_page.setdefault(page_id, set())
             for surface in surfaces:
@@ -97,8 +99,8 @@ class CandidatesForEntityFn(GroupJoinFn):
             ranked = [packed for _rank, packed in tables[0]]
             for page_id in sorted(origins_by_page):
                 aliases = aliases_for_page(ranked, self.top_per_page, anchors_by_page[page_id])
-                self.count("volume/LabelMissingMentions/page_entities")
-                self.count("volume/LabelMissingMentions/page_aliases", len(aliases))
+                self.count("volume/LabelCandidates/out")
+                self.count("volume/LabelCandidates/aliases_out", len(aliases))
                 yield page_id, (entity, tuple(sorted(origins_by_page[page_id])), aliases)
 
 
@@ -116,6 +118,10 @@ class LabelArticleFn(CountingDoFn):
         if not articles:
             return
         article = latest_article(articles)
+        group = len(articles) + len(grouped["targets"]) + len(grouped["candidates"])
+        self.count("volume/JoinPageParts/requests", group)
+        self.observe_max("largest_group/JoinPageParts", group)  # bounded by the page's size, not the corpus
+        self.count("volume/LabelMissingMentions/out")
         if len(articles) > 1:
             self.count("duplicate_page_ids", len(articles) - 1)
         resolution = {target: (status, entity) for target, status, entity in grouped["targets"]}
@@ -195,6 +201,7 @@ class ChunkWindowsFn(CountingDoFn):
 
     def process(self, article: LabeledArticle, vocab: dict):
         opts = self.options
+        self.count("volume/ChunkWindows/in")
         tokenized = tokenize_with_mentions(article.text, article.mentions, self.tokenizer)
         self.count("mentions_dropped/not_token_aligned", tokenized.dropped)
         windows = cut_windows(tokenized.token_ids, tokenized.spans, window=opts.window, overlap=opts.overlap)
@@ -205,6 +212,7 @@ class ChunkWindowsFn(CountingDoFn):
         page_key = str(article.page_id)
         self.count(f"pages/{split}")
         self.count(f"passages/{split}", len(windows))
+        self.count("volume/ChunkWindows/out", len(windows))
         self.count(f"tokens/{split}", len(tokenized.token_ids))
         for w in windows:
             mentions = []

@@ -164,9 +164,10 @@ class ResolveTargetFn(GroupJoinFn):
         if len(resolutions) > 1 and salt == 0:
             self.count("duplicate_titles")
         usable = usable_link(status, self.keep_red_links)
-        total = 0
+        total = pages = 0
         anchors: Counter = Counter()
         for page_id, surfaces in linkers:
+            pages += 1
             yield page_id, (target, status, entity)
             if usable:
                 yield beam.pvalue.TaggedOutput(ENTITY_REFS, (entity, (page_id, LINKED, tuple(s for s, _ in surfaces))))
@@ -174,6 +175,8 @@ class ResolveTargetFn(GroupJoinFn):
                 total += n
                 anchors[surface] += n
         self.count(f"link_targets/{status}", total)
+        self.count("volume/ResolveLinks/in", pages)
+        self.count("volume/ResolveLinks/out", (2 * pages + len(anchors) + 1) if usable else pages)
         if usable:
             for surface, n in anchors.items():
                 yield beam.pvalue.TaggedOutput(ANCHORS, ((surface, entity), n))

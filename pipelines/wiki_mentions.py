@@ -137,9 +137,9 @@ def build_pipeline(p: beam.Pipeline, cfg: WikiMentionsConfig, site: SiteInfo, ra
     )
     vocab_rows = links["entity_links"] | "SelectEntityVocab" >> SelectEntityVocab(cfg.entity_vocab_size)
     labeled = (
-        {"articles": parsed["articles"], "page_targets": links["page_targets"], "entity_refs": links["entity_refs"],
+        {"articles": parsed["articles"], "entity_refs": links["entity_refs"],
          "entity_links": links["entity_links"], "alias_rows": aliases["rows"]}
-        | "LabelMissingMentions" >> LabelMissingMentions(labels, cfg.keep_red_links, bound)
+        | "LabelMissingMentions" >> LabelMissingMentions(labels, bound)
     )
     passage_options = PassageOptions(
         tokenizer=cfg.tokenizer, window=cfg.window, overlap=cfg.overlap,

@@ -103,15 +103,14 @@ def test_hot_link_target_split_gives_the_same_resolutions_and_counts():
                         equal_to([("link_targets/other_namespace_redirect", 2)]), label="OtherNamespace")
 
 
-def _check_labels(articles, page_targets, refs, entity_links, alias_rows, config, max_group, expected):
+def _check_labels(articles, refs, entity_links, alias_rows, config, max_group, expected):
     with BeamTestPipeline() as p:
         out = {
             "articles": p | "Arts" >> beam.Create(articles),
-            "page_targets": p | "Targets" >> beam.Create(page_targets),
             "entity_refs": p | "Refs" >> beam.Create(refs),
             "entity_links": p | "Links" >> beam.Create(entity_links),
             "alias_rows": p | "Aliases" >> beam.Create(alias_rows),
-        } | LabelMissingMentions(config, keep_red_links=False, max_group=max_group)
+        } | LabelMissingMentions(config, max_group=max_group)
         result = out["articles"] | beam.Map(
             lambda a: (a.page_id, tuple((m.start, m.end, m.entity, m.source) for m in a.mentions)))
         assert_that(result, equal_to(expected))
@@ -125,13 +124,12 @@ def test_label_missing_mentions_bounded_join_keeps_labels():
     alias_rows = [{"alias": a, "entity": hub, "count": 1000 - i, "prior": 0.9, "sources": ["anchor"]}
                   for i, a in enumerate(anchors)]
     alias_rows.append({"alias": hub, "entity": hub, "count": 0, "prior": 0.0, "sources": ["title"]})
-    articles, targets, refs, expected = [], [], [], []
+    articles, refs, expected = [], [], []
     for page in range(30):
         own = anchors[150 + page]  # far beyond the top aliases a page receives
         text = f"{own} is near. Later {own} and {anchors[0]} and {hub} again."
         articles.append(Article(page, f"Page {page}", text, [LinkMention(0, len(own), own, hub)]))
-        targets.append((page, (hub, "article", hub)))
-        refs.append((hub, (page, "linked", (own,))))
+        refs.append((hub, (page, "linked", hub, (own,))))
         later = text.index("Later") + 6
         top = text.index(anchors[0])
         title = text.rindex(hub)
@@ -140,7 +138,7 @@ def test_label_missing_mentions_bounded_join_keeps_labels():
                                 (title, title + len(hub), hub, "same_page_alias"))))
     config = LabelConfig(top_aliases_per_page=8)
     for max_group in (4, 10_000):
-        _check_labels(articles, targets, refs, [(hub, 30)], alias_rows, config, max_group, expected)
+        _check_labels(articles, refs, [(hub, 30)], alias_rows, config, max_group, expected)
 
 
 def test_aliases_for_page_and_rank():

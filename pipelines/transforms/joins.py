@@ -118,14 +118,10 @@ class LookupJoin(beam.PTransform):
             | "HeavyKeys" >> beam.Filter(lambda kv: kv[1] > bound)
             | "SaltsPerHeavyKey" >> beam.Map(lambda kv: (kv[0], salts_needed(kv[1], bound)))
         )
-        # The identity steps keep the side-input consumers below from being fused as siblings
-        # with other consumers of the same inputs (the DirectRunner then deadlocks when one
-        # input feeds several joins, as the redirect table feeds every hop).
-        salted_requests = (
-            requests
-            | "RequestsIn" >> beam.Map(_identity)
-            | "SaltRequests" >> beam.Map(_salt_request, heavy=heavy, salt_key=self.salt_key)
-        )
+        salted_requests = requests | "SaltRequests" >> beam.Map(_salt_request, heavy=heavy, salt_key=self.salt_key)
+        # The identity step keeps the side-input consumer below from being fused as a sibling
+        # with other consumers of the same table (the DirectRunner deadlocks when one table
+        # feeds several joins, as the redirect table feeds every hop).
         salted_table = (
             table
             | "TableIn" >> beam.Map(_identity)

@@ -23,7 +23,6 @@ import apache_beam as beam
 from pipelines.corpus.alias_table import clean_alias
 from pipelines.corpus.candidates import alias_rank, aliases_for_page, unpack_candidates, usable_alias
 from pipelines.corpus.labels import LINKED, TITLE, LabelConfig, label_missing_mentions
-from pipelines.corpus.resolution import RED_LINK, usable_link
 from pipelines.corpus.split import split_of
 from pipelines.corpus.tokenizer import load_tokenizer, tokenize_with_mentions
 from pipelines.corpus.windows import cut_windows
@@ -74,10 +73,12 @@ def latest_article(articles: list[Article]) -> Article:
 
 class CandidatesForEntityFn(GroupJoinFn):
     """Key: an entity; table: its best aliases (one list of (rank, packed alias), at most
-    ``max_aliases_per_entity``); requests: (page_id, origin, the page's anchor texts for it).
+    ``max_aliases_per_entity``); requests: (page_id, "linked", link target, the page's anchor
+    texts for it) and (page_id, "title", None, ()).
 
-    -> (page_id, (entity, origins, aliases)) once per page of the group, with the
-    aliases :func:`aliases_for_page` picks.
+    -> (page_id, (entity, origins, aliases, link targets)) once per page of the group,
+    with the aliases :func:`aliases_for_page` picks and the page's link targets that
+    resolve to the entity (so the page join needs no per-link resolution elements).
     """
 
     join_name = "LabelCandidates"
@@ -89,28 +90,35 @@ class CandidatesForEntityFn(GroupJoinFn):
     def join(self, entity, salt, tables, refs):
         origins_by_page: dict[int, set] = {}
         anchors_by_page: dict[int, set] = {}
-        for page_id, origin, surfaces in refs:
+        targets_by_page: dict[int, set] = {}
+        for page_id, origin, target, surfaces in refs:
             self.count("volume/LabelMissingMentions/in")
             origins_by_page.setdefault(page_id, set()).add(origin)
             anchors = anchors_by_page.setdefault(page_id, set())
             for surface in surfaces:
                 anchors.add(clean_alias(surface))
-        if tables:  # else the entity has no usable alias
-            ranked = [packed for _rank, packed in tables[0]]
-            for page_id in sorted(origins_by_page):
-                aliases = aliases_for_page(ranked, self.top_per_page, anchors_by_page[page_id])
+            if target is not None:
+                targets_by_page.setdefault(page_id, set()).add(target)
+        ranked = [packed for _rank, packed in tables[0]] if tables else []  # [] : no usable alias
+        for page_id in sorted(origins_by_page):
+            targets = tuple(sorted(targets_by_page.get(page_id, ())))
+            aliases = aliases_for_page(ranked, self.top_per_page, anchors_by_page[page_id])
+            if aliases or targets:
                 self.count("volume/LabelCandidates/out")
                 self.count("volume/LabelCandidates/aliases_out", len(aliases))
-                yield page_id, (entity, tuple(sorted(origins_by_page[page_id])), aliases)
+                yield page_id, (entity, tuple(sorted(origins_by_page[page_id])), aliases, targets)
 
 
 class LabelArticleFn(CountingDoFn):
-    """(page_id, {"article", "targets", "candidates"}) -> LabeledArticle."""
+    """(page_id, {"article", "candidates"}) -> LabeledArticle.
 
-    def __init__(self, config: LabelConfig, keep_red_links: bool) -> None:
+    A link is a hyperlink mention when its target came back resolved to an
+    entity in the candidates; the others were counted as dropped by ResolveLinks.
+    """
+
+    def __init__(self, config: LabelConfig) -> None:
         super().__init__()
         self.config = config
-        self.keep_red_links = keep_red_links
 
     def process(self, element):
         page_id, grouped = element
@@ -118,23 +126,18 @@ class LabelArticleFn(CountingDoFn):
         if not articles:
             return
         article = latest_article(articles)
-        group = len(articles) + len(grouped["targets"]) + len(grouped["candidates"])
+        group = len(articles) + len(grouped["candidates"])
         self.count("volume/JoinPageParts/requests", group)
         self.observe_max("largest_group/JoinPageParts", group)  # bounded by the page's size, not the corpus
         self.count("volume/LabelMissingMentions/out")
         if len(articles) > 1:
             self.count("duplicate_page_ids", len(articles) - 1)
-        resolution = {target: (status, entity) for target, status, entity in grouped["targets"]}
-        hyperlinks: list[Mention] = []
-        for link in article.links:
-            status, entity = resolution.get(link.target, (RED_LINK, link.target))
-            if not usable_link(status, self.keep_red_links):
-                self.count(f"links_dropped/{status}")
-                continue
-            hyperlinks.append(Mention(link.start, link.end, link.surface, entity, HYPERLINK))
+        entity_of = {target: entity for entity, _o, _a, targets in grouped["candidates"] for target in targets}
+        hyperlinks = [Mention(link.start, link.end, link.surface, entity_of[link.target], HYPERLINK)
+                      for link in article.links if link.target in entity_of]
         linked = {m.entity for m in hyperlinks}
         candidates = []
-        for entity, origins, aliases in grouped["candidates"]:
+        for entity, origins, aliases, _targets in grouped["candidates"]:
             # Only what this article refers to (a repeated page id's other copy may refer to more).
             kept = tuple(o for o in origins if (o == LINKED and entity in linked) or (o == TITLE and entity == article.title))
             if kept:
@@ -148,18 +151,17 @@ class LabelArticleFn(CountingDoFn):
 
 
 class LabelMissingMentions(beam.PTransform):
-    """Articles + resolved link targets + entity refs + alias rows -> LabeledArticle.
+    """Articles + entity refs of their usable links + alias rows -> LabeledArticle.
 
-    Inputs: ``articles``; ``page_targets`` ((page_id, (target, status, entity)));
-    ``entity_refs`` ((entity, (page_id, "linked", anchor texts)) of usable links);
+    Inputs: ``articles``; ``entity_refs`` ((entity, (page_id, "linked", target,
+    anchor texts)) of usable links);
     ``entity_links`` ((entity, links), an upper bound of the pages per entity);
     ``alias_rows`` (alias-table dicts).
     """
 
-    def __init__(self, config: LabelConfig, keep_red_links: bool, max_group: int) -> None:
+    def __init__(self, config: LabelConfig, max_group: int) -> None:
         super().__init__()
         self.config = config
-        self.keep_red_links = keep_red_links
         self.max_group = max_group
 
     def expand(self, inputs):
@@ -171,7 +173,7 @@ class LabelMissingMentions(beam.PTransform):
             | "TopAliasesPerEntity" >> beam.combiners.Top.PerKey(
                 self.config.max_aliases_per_entity, key=_rank_of, reverse=True)
         )
-        title_refs = articles | "TitleEntityRef" >> beam.Map(lambda a: (a.title, (a.page_id, TITLE, ())))
+        title_refs = articles | "TitleEntityRef" >> beam.Map(lambda a: (a.title, (a.page_id, TITLE, None, ())))
         refs = (inputs["entity_refs"], title_refs) | "FlattenEntityRefs" >> beam.Flatten()
         ref_counts = inputs["entity_links"] | "RefsUpperBound" >> beam.Map(lambda kv: (kv[0], kv[1] + 1))
         candidates = {"requests": refs, "table": top_aliases, "request_counts": ref_counts} | (
@@ -179,11 +181,10 @@ class LabelMissingMentions(beam.PTransform):
         labeled = (
             {
                 "article": articles | "ArticleByPageId" >> beam.Map(lambda a: (a.page_id, a)),
-                "targets": inputs["page_targets"],
                 "candidates": candidates.out,
             }
             | "JoinPageParts" >> beam.CoGroupByKey()
-            | "LabelArticles" >> beam.ParDo(LabelArticleFn(self.config, self.keep_red_links)).with_outputs(STATS, main="articles")
+            | "LabelArticles" >> beam.ParDo(LabelArticleFn(self.config)).with_outputs(STATS, main="articles")
         )
         return {"articles": labeled.articles, "stats": [usable[STATS], candidates[STATS], labeled[STATS]]}
 

@@ -146,11 +146,12 @@ class ResolveTargetFn(GroupJoinFn):
     """Key: a link target; table: its title resolutions; requests: (page_id, surfaces)
     of the pages that link to it.
 
-    Main output: (page_id, (target, status, entity)) for the page-level join.
-    ``entity_refs``: (entity, (page_id, "linked", surfaces)) for the label join;
-    ``anchors``: ((surface, entity), n) for the alias table; ``entity_links``:
-    (entity, n) for the vocabulary. Only usable links (an article, or a red
-    link when kept) feed the last three.
+    Only usable links (an article, or a red link when kept) go on; the others
+    are counted here as ``links_dropped/<status>``. Main output:
+    (entity, (page_id, "linked", target, surfaces)) for the label join, which
+    also hands each page its resolved targets; ``anchors``: ((surface,
+    entity), n) for the alias table; ``entity_links``: (entity, n) for the
+    vocabulary.
     """
 
     join_name = "ResolveLinkTargets"
@@ -168,15 +169,16 @@ class ResolveTargetFn(GroupJoinFn):
         anchors: Counter = Counter()
         for page_id, surfaces in linkers:
             pages += 1
-            yield page_id, (target, status, entity)
             if usable:
-                yield beam.pvalue.TaggedOutput(ENTITY_REFS, (entity, (page_id, LINKED, tuple(s for s, _ in surfaces))))
+                yield entity, (page_id, LINKED, target, tuple(s for s, _ in surfaces))
             for surface, n in surfaces:
                 total += n
                 anchors[surface] += n
         self.count(f"link_targets/{status}", total)
+        if not usable:
+            self.count(f"links_dropped/{status}", total)
         self.count("volume/ResolveLinks/in", pages)
-        self.count("volume/ResolveLinks/out", (2 * pages + len(anchors) + 1) if usable else pages)
+        self.count("volume/ResolveLinks/out", (pages + len(anchors) + 1) if usable else 0)
         if usable:
             for surface, n in anchors.items():
                 yield beam.pvalue.TaggedOutput(ANCHORS, ((surface, entity), n))
@@ -196,9 +198,8 @@ class ResolveLinks(beam.PTransform):
         targets = articles | "LinkTargetsByPage" >> beam.FlatMap(link_targets_by_page)
         out = {"requests": targets, "table": resolutions} | "JoinTargetResolutions" >> LookupJoin(
             ResolveTargetFn(self.keep_red_links), lambda request: request[0], self.max_group,
-            outputs=(ENTITY_REFS, ANCHORS, ENTITY_LINKS), main="page_targets")
+            outputs=(ANCHORS, ENTITY_LINKS), main=ENTITY_REFS)
         return {
-            "page_targets": out.page_targets,
             "entity_refs": out[ENTITY_REFS],
             "anchors": out[ANCHORS] | "SumAnchorCounts" >> beam.CombinePerKey(sum),
             "entity_links": out[ENTITY_LINKS] | "SumEntityLinks" >> beam.CombinePerKey(sum),

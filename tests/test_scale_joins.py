@@ -12,7 +12,7 @@ from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from pipelines.corpus.alias_table import vocab_cutoff, vocab_order_key, vocab_rows
-from pipelines.corpus.candidates import alias_rank, aliases_for_page
+from pipelines.corpus.candidates import RankedAliases, alias_rank
 from pipelines.corpus.labels import LabelConfig
 from pipelines.external_sort import ExternalSorter
 from pipelines.records import Article, LinkMention
@@ -141,10 +141,11 @@ def test_label_missing_mentions_bounded_join_keeps_labels():
         _check_labels(articles, refs, [(hub, 30)], alias_rows, config, max_group, expected)
 
 
-def test_aliases_for_page_and_rank():
+def test_ranked_aliases_for_a_page():
     ranked = [(f"a{i}", 10 - i, 0.5, ("anchor",)) for i in range(10)]
-    assert aliases_for_page(ranked, 3, set()) == tuple(ranked[:3])
-    assert aliases_for_page(ranked, 3, {"a7", "a1", "zzz"}) == tuple(ranked[:3]) + (ranked[7],)
+    aliases = RankedAliases(ranked)
+    assert aliases.for_page(3, set()) == tuple(ranked[:3])
+    assert aliases.for_page(3, {"a9", "a7", "a1", "zzz"}) == tuple(ranked[:3]) + (ranked[7], ranked[9])
     order = sorted([("Paris", 5, ()), ("Paree", 0, ("redirect",)), ("PAR", 0, ()), ("Ville", 9, ())],
                    key=lambda a: alias_rank(a[0], "Paris (city)", a[1], a[2]))
     assert [a[0] for a in order] == ["Paris", "Ville", "Paree", "PAR"]

@@ -6,7 +6,7 @@ stopwords, rarity, prior; see ``rejection_reason``), and each entity keeps at
 most ``LabelConfig.max_aliases_per_entity`` aliases, best first by
 :func:`alias_rank`. A page that refers to the entity then receives the first
 ``top_aliases_per_page`` of them, plus those it uses itself as anchor texts
-of that entity (:func:`aliases_for_page`): its volume is bounded by its own
+of that entity (:meth:`RankedAliases.for_page`): its volume is bounded by its own
 size, so the join's volume is linear in the corpus even when a hub entity
 has thousands of anchor texts, and no alias the page itself links with is lost.
 """
@@ -37,12 +37,27 @@ def usable_alias(row: dict, config: LabelConfig) -> tuple[str | None, PackedAlia
     return None, (row["alias"].strip(), int(row["count"]), float(row["prior"]), sources)
 
 
-def aliases_for_page(ranked: list[PackedAlias], top: int, page_anchors) -> tuple[PackedAlias, ...]:
-    """The aliases of one entity a page receives: the first ``top`` of the ranked list, then
-    any later one that is among the page's own (cleaned) anchor texts for the entity, in rank order."""
-    if len(ranked) <= top or not page_anchors:
-        return tuple(ranked[:top])
-    return tuple(ranked[:top]) + tuple(a for a in ranked[top:] if a[0] in page_anchors)
+class RankedAliases:
+    """The ranked aliases of one entity, and what each page that refers to it receives.
+
+    Per page the cost is O(top + the page's anchors), not O(all aliases): a hub's
+    list is built once per join group and served to thousands of pages.
+    """
+
+    __slots__ = ("ranked", "position")
+
+    def __init__(self, ranked: list[PackedAlias]) -> None:
+        self.ranked = ranked
+        self.position = {alias[0]: i for i, alias in enumerate(ranked)}
+
+    def for_page(self, top: int, page_anchors) -> tuple[PackedAlias, ...]:
+        """The first ``top`` aliases, then any later one that is among the page's own
+        (cleaned) anchor texts for the entity, in rank order."""
+        head = self.ranked[:top]
+        if len(self.ranked) <= top or not page_anchors:
+            return tuple(head)
+        later = sorted(i for i in (self.position.get(a) for a in page_anchors) if i is not None and i >= top)
+        return tuple(head) + tuple(self.ranked[i] for i in later)
 
 
 def unpack_candidates(entity: str, origins: tuple[str, ...], aliases: tuple[PackedAlias, ...]) -> list[AliasCandidate]:

@@ -166,9 +166,10 @@ class LabelConfig:
         "page itself uses as anchor text for that entity. Bounds the label join's volume per page.",
     )
     max_aliases_per_entity: int = _opt(
-        1024,
+        65536,
         "At most this many aliases of one entity (the best by alias_rank, after the filters) are used for "
-        "labels at all. Bounds the label join's groups when a hub entity has thousands of anchor texts.",
+        "labels at all: the bound of the label join's table side (a hub entity of full English Wikipedia "
+        "has thousands of anchor texts). A page's own anchors are looked up among them.",
     )
     match_unspaced_scripts: bool = _opt(
         True,

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import apache_beam as beam
 
 from pipelines.corpus.alias_table import clean_alias
-from pipelines.corpus.candidates import alias_rank, aliases_for_page, unpack_candidates, usable_alias
+from pipelines.corpus.candidates import RankedAliases, alias_rank, unpack_candidates, usable_alias
 from pipelines.corpus.labels import LINKED, TITLE, LabelConfig, label_missing_mentions
 from pipelines.corpus.split import split_of
 from pipelines.corpus.tokenizer import load_tokenizer, tokenize_with_mentions
@@ -77,7 +77,7 @@ class CandidatesForEntityFn(GroupJoinFn):
     texts for it) and (page_id, "title", None, ()).
 
     -> (page_id, (entity, origins, aliases, link targets)) once per page of the group,
-    with the aliases :func:`aliases_for_page` picks and the page's link targets that
+    with the aliases :meth:`RankedAliases.for_page` picks and the page's link targets that
     resolve to the entity (so the page join needs no per-link resolution elements).
     """
 
@@ -99,10 +99,10 @@ class CandidatesForEntityFn(GroupJoinFn):
                 anchors.add(clean_alias(surface))
             if target is not None:
                 targets_by_page.setdefault(page_id, set()).add(target)
-        ranked = [packed for _rank, packed in tables[0]] if tables else []  # [] : no usable alias
+        ranked = RankedAliases([packed for _rank, packed in tables[0]] if tables else [])  # []: no usable alias
         for page_id in sorted(origins_by_page):
             targets = tuple(sorted(targets_by_page.get(page_id, ())))
-            aliases = aliases_for_page(ranked, self.top_per_page, anchors_by_page[page_id])
+            aliases = ranked.for_page(self.top_per_page, anchors_by_page[page_id])
             if aliases or targets:
                 self.count("volume/LabelCandidates/out")
                 self.count("volume/LabelCandidates/aliases_out", len(aliases))

@@ -223,7 +223,7 @@ def score(hidden: dict[int, list[dict]], out: str) -> dict:
     labels = labels_by_page(out)
     own_entities = {s["entity"] for spans in hidden.values() for s in spans if s["own"]}
     own_aliases = aliases_of(out, own_entities)
-    n = recoverable = recovered = correct = recoverable_recovered = 0
+    n = recoverable = recovered = correct = recoverable_correct = 0
     by_source: dict[str, int] = defaultdict(int)
     for page_id, spans in hidden.items():
         page_labels = labels.get(page_id, {})
@@ -235,16 +235,18 @@ def score(hidden: dict[int, list[dict]], out: str) -> dict:
             if label is None or label[1] == "hyperlink":
                 continue
             recovered += 1
-            recoverable_recovered += can
             by_source[label[1]] += 1
-            correct += label[0] == s["entity"]
+            right = label[0] == s["entity"]
+            correct += right
+            recoverable_correct += right and can
     return {
         "hidden": n,
         "recoverable": recoverable,
         "recovered": recovered,
         "correct": correct,
         "recovered_of_hidden": round(correct / n, 4) if n else None,
-        "recovered_of_recoverable": round(min(correct, recoverable_recovered) / recoverable, 4) if recoverable else None,
+        "recoverable_correct": recoverable_correct,
+        "recovered_of_recoverable": round(recoverable_correct / recoverable, 4) if recoverable else None,
         "precision": round(correct / recovered, 4) if recovered else None,
         "recovered_by_source": dict(sorted(by_source.items())),
     }
@@ -278,9 +280,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name:<48} hidden {r['hidden']:>5}  recoverable {r['recoverable']:>5}  "
                   f"correct {r['correct']:>5}  of hidden {r['recovered_of_hidden']}  "
                   f"of recoverable {r['recovered_of_recoverable']}  precision {r['precision']}", flush=True)
-    totals = {k: sum(r[k] for r in results.values()) for k in ("hidden", "recoverable", "recovered", "correct")}
+    totals = {k: sum(r[k] for r in results.values())
+              for k in ("hidden", "recoverable", "recovered", "correct", "recoverable_correct")}
     if totals["hidden"]:
         totals["recovered_of_hidden"] = round(totals["correct"] / totals["hidden"], 4)
+        totals["recovered_of_recoverable"] = round(totals["recoverable_correct"] / max(totals["recoverable"], 1), 4)
         totals["precision"] = round(totals["correct"] / max(totals["recovered"], 1), 4)
     print(f"all dumps: {totals}")
     if args.json:

@@ -253,16 +253,20 @@ def page_xml(page_id: int, ns: int, title: str, text: str, redirect: str | None)
 
 def dump_header(path: str) -> str:
     """A real dump's text before its first <page> (the <mediawiki> and <siteinfo> elements)."""
-    from pipelines.dump import iter_decompressed
+    import gzip
+    import lzma
 
+    opener = {".bz2": bz2.open, ".gz": gzip.open, ".xz": lzma.open}.get(os.path.splitext(path)[1], open)
     head = b""
-    for chunk in iter_decompressed(path):
-        head += chunk
-        cut = head.find(b"<page>")
-        if cut != -1:
-            return head[:cut].decode("utf-8")
-        if len(head) > 1 << 22:
-            break
+    with opener(path, "rb") as fh:
+        while len(head) < 1 << 22:
+            block = fh.read(1 << 16)
+            if not block:
+                break
+            head += block
+            cut = head.find(b"<page>")
+            if cut != -1:
+                return head[:cut].decode("utf-8")
     raise ValueError(f"{path}: no <page> in the first 4 MB")
 
 

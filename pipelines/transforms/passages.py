@@ -16,6 +16,7 @@ No alias table in a side input; only the entity vocabulary (<= N rows) is one.
 """
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 import apache_beam as beam
@@ -215,14 +216,15 @@ class ChunkWindowsFn(CountingDoFn):
         self.count(f"passages/{split}", len(windows))
         self.count("volume/ChunkWindows/out", len(windows))
         self.count(f"tokens/{split}", len(tokenized.token_ids))
+        by_source: Counter = Counter()
+        outside_vocab = 0
         for w in windows:
             mentions = []
             for span in w.mentions:
                 m = span.mention
                 entity_id = vocab.get(m.entity, UNK_ENTITY_ID)
-                if entity_id == UNK_ENTITY_ID:
-                    self.count("passage_mentions/outside_vocab")
-                self.count(f"passage_mentions/{m.source}")
+                outside_vocab += entity_id == UNK_ENTITY_ID
+                by_source[m.source] += 1
                 mentions.append({
                     "token_start": span.token_start,
                     "token_end": span.token_end,
@@ -241,6 +243,10 @@ class ChunkWindowsFn(CountingDoFn):
                 "token_ids": list(w.token_ids),
                 "mentions": mentions,
             }
+        # Counted once per page, not per mention: these run for every passage of the corpus.
+        self.count("passage_mentions/outside_vocab", outside_vocab)
+        for source, n in by_source.items():
+            self.count(f"passage_mentions/{source}", n)
 
 
 class ChunkWindows(beam.PTransform):

@@ -160,7 +160,7 @@ def make_hidden_copy(src: str, dst: str) -> tuple[dict, dict]:
                             counts["pages_skipped_text_changed"] += 1
                             modified = text
                         else:
-                            spans = _hidden_spans(wiki, title, before.links, after.links)
+                            spans = _hidden_spans(wiki, title, before, after.links)
                             counts["hidden"] += len(spans)
                             if spans:
                                 hidden[page.page_id] = spans
@@ -170,7 +170,8 @@ def make_hidden_copy(src: str, dst: str) -> tuple[dict, dict]:
     return hidden, dict(counts)
 
 
-def _hidden_spans(wiki: Wiki, title: str, before, after) -> list[dict]:
+def _hidden_spans(wiki: Wiki, title: str, extraction, after) -> list[dict]:
+    before, text = extraction.links, extraction.text
     kept = {(m.start, m.end) for m in after}
     remaining = defaultdict(set)  # entity -> anchor texts still linked in the page
     for m in after:
@@ -186,7 +187,9 @@ def _hidden_spans(wiki: Wiki, title: str, before, after) -> list[dict]:
         if entity is None or not (entity == own or entity in remaining):
             continue  # hidden by the wikitext rule but not by EDMem's: not counted
         spans.append({"start": m.start, "end": m.end, "surface": m.surface, "entity": entity,
-                      "own": entity == own, "anchors": sorted(remaining.get(entity, ()))})
+                      "own": entity == own, "anchors": sorted(remaining.get(entity, ())), "title": title,
+                      "context": text[max(0, m.start - 50):m.start] + "[[" + text[m.start:m.end] + "]]"
+                      + text[m.end:m.end + 50]})
     return spans
 
 
@@ -219,12 +222,13 @@ def aliases_of(out: str, entities: set[str]) -> dict[str, set[str]]:
     return result
 
 
-def score(hidden: dict[int, list[dict]], out: str) -> dict:
+def score(hidden: dict[int, list[dict]], out: str, examples: int = 0) -> dict:
     labels = labels_by_page(out)
     own_entities = {s["entity"] for spans in hidden.values() for s in spans if s["own"]}
     own_aliases = aliases_of(out, own_entities)
     n = recoverable = recovered = correct = recoverable_correct = 0
     by_source: dict[str, int] = defaultdict(int)
+    missed, wrong = [], []
     for page_id, spans in hidden.items():
         page_labels = labels.get(page_id, {})
         for s in spans:
@@ -233,7 +237,14 @@ def score(hidden: dict[int, list[dict]], out: str) -> dict:
             recoverable += can
             label = page_labels.get((s["start"], s["end"]))
             if label is None or label[1] == "hyperlink":
+                overlapping = [(k, v) for k, v in page_labels.items() if k[0] < s["end"] and s["start"] < k[1]]
+                missed.append({"recoverable": can, "title": s["title"], "surface": s["surface"], "entity": s["entity"],
+                               "anchors": s["anchors"][:5], "context": s["context"],
+                               "overlapping_labels": [list(k) + list(v) for k, v in overlapping]})
                 continue
+            if label[0] != s["entity"]:
+                wrong.append({"title": s["title"], "surface": s["surface"], "entity": s["entity"],
+                              "labelled": label[0], "source": label[1], "context": s["context"]})
             recovered += 1
             by_source[label[1]] += 1
             right = label[0] == s["entity"]
@@ -249,6 +260,9 @@ def score(hidden: dict[int, list[dict]], out: str) -> dict:
         "recovered_of_recoverable": round(recoverable_correct / recoverable, 4) if recoverable else None,
         "precision": round(correct / recovered, 4) if recovered else None,
         "recovered_by_source": dict(sorted(by_source.items())),
+        "examples": {"missed_recoverable": [m for m in missed if m["recoverable"]][:examples],
+                     "missed_other": [m for m in missed if not m["recoverable"]][:examples],
+                     "wrong": wrong[:examples]} if examples else {},
     }
 
 
@@ -263,6 +277,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="comma-separated dump paths (default: the shared excerpts)")
     parser.add_argument("--json", type=Path, help="write the results here")
     parser.add_argument("--label", default="", help="a name for this run in the JSON (e.g. before/after)")
+    parser.add_argument("--examples", type=int, default=0, help="keep this many missed and wrong spans per dump in the JSON")
     args = parser.parse_args(argv)
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -275,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
             hidden, counts = make_hidden_copy(dump, copy)
             out = os.path.join(tmp, name + "-out")
             seconds = run_job(copy, out, extra)
-            results[name] = {**counts, **score(hidden, out), "job_seconds": round(seconds, 1)}
+            results[name] = {**counts, **score(hidden, out, args.examples), "job_seconds": round(seconds, 1)}
             r = results[name]
             print(f"{name:<48} hidden {r['hidden']:>5}  recoverable {r['recoverable']:>5}  "
                   f"correct {r['correct']:>5}  of hidden {r['recovered_of_hidden']}  "

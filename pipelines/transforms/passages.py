@@ -13,7 +13,7 @@ import apache_beam as beam
 
 from pipelines.corpus.labels import AliasCandidate, LabelConfig, label_missing_mentions, usable_candidates
 from pipelines.corpus.split import split_of
-from pipelines.corpus.tokenizer import load_tokenizer, tokenize_with_mentions
+from pipelines.corpus.tokenizer import load_encoder, tokenize_with_mentions
 from pipelines.corpus.windows import cut_windows
 from pipelines.records import Article, LabeledArticle, Mention
 from pipelines.transforms.stats import STATS, CountingDoFn
@@ -137,7 +137,7 @@ class ChunkWindowsFn(CountingDoFn):
         self.tokenizer = None
 
     def setup(self) -> None:
-        self.tokenizer = load_tokenizer(self.options.tokenizer)
+        self.tokenizer = load_encoder(self.options.tokenizer)  # tiktoken for the default GPT-2 BPE
 
     def process(self, article: LabeledArticle, vocab: dict):
         opts = self.options

@@ -1,9 +1,9 @@
 """The Aho-Corasick label matcher finds exactly what the token-scan matcher it replaced found.
 
 ``_reference_occurrences`` below is a verbatim copy of the matcher before the
-change (the first-token index scanned with a regex, and its word rules). Both
-run on the same folded text and targets (``_resolve_targets``/``_fold`` are
-shared: only the matching changed), and ``label_missing_mentions`` is compared
+change (the first-token index scanned with a regex, its word rules and the
+folding). Both run on the same targets (``_resolve_targets`` is shared: only
+the matching changed; the folding it uses is compared on every input), and ``label_missing_mentions`` is compared
 with the reference pipeline end to end: on every article of every shared dump
 with realistic candidates (the aliases its hyperlinks use across all dumps),
 under several configs, and on random text full of edge cases (combining
@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import re
 import unicodedata
-from collections import Counter, defaultdict
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -32,6 +31,19 @@ _REF_TOKENS_SPLITTING_UNSPACED = re.compile(rf"[^\W{_U}]+|[{_U}]|[^\w\s]")
 _REF_TOKENS_WHOLE_WORDS = re.compile(r"\w+|[^\w\s]")
 _REF_UNSPACED_CHAR = re.compile(rf"[{_U}]")
 _REF_JOINERS = frozenset("\u200c\u200d")
+
+
+_REF_SPACE_TO_BLANK = {cp: " " for cp in range(0x3000 + 1) if chr(cp).isspace() and cp != 0x20}
+
+
+def _ref_fold(s, case_sensitive):
+    s = s.translate(_REF_SPACE_TO_BLANK)
+    if case_sensitive:
+        return s
+    lowered = s.lower()
+    if len(lowered) == len(s):
+        return lowered
+    return "".join(low if len(low) == 1 else ch for ch, low in zip(s, map(str.lower, s)))
 
 
 def _ref_is_word_char(ch):
@@ -86,7 +98,7 @@ def reference_labels(text, hyperlinks, candidates, config):
     targets = L._resolve_targets(candidates, config)
     if not targets:
         return []
-    folded = L._fold(text, config.case_sensitive)
+    folded = _ref_fold(text, config.case_sensitive)
     occurrences = _reference_occurrences(folded, targets, config.match_unspaced_scripts)
     occupied = bytearray(len(text))
     for link in hyperlinks:
@@ -104,6 +116,9 @@ def reference_labels(text, hyperlinks, candidates, config):
 
 
 def assert_same(text, links, cands, config):
+    for case_sensitive in (True, False):  # the folding (the alias side is folded in _resolve_targets)
+        assert L._fold(text, case_sensitive) == _ref_fold(text, case_sensitive)
+        assert all(L._fold(c.alias, case_sensitive) == _ref_fold(c.alias, case_sensitive) for c in cands)
     new = label_missing_mentions(text, links, cands, config)
     old = reference_labels(text, links, cands, config)
     assert new == old
@@ -134,34 +149,11 @@ CONFIGS = {
 
 @pytest.fixture(scope="module")
 def dump_pages():
-    """(title, text, links as Mentions, candidates) of every article of every shared dump.
-
-    Candidates are what the job's join brings: for each entity linked in the
-    page, every anchor text used for it anywhere in the dumps (count, prior),
-    and the page's own title entity with its anchors and its title.
-    """
     if not HAVE_WIKIDUMPS:
         pytest.skip("no shared dumps")
-    from tests.dump_articles import ALL_DUMPS, dump_articles
+    from tests.dump_articles import ALL_DUMPS, labelling_inputs
 
-    # The multistream copy of the 206-page dump holds the same articles: each text once.
-    articles = list({(t, x): (t, x, links) for name in ALL_DUMPS for t, x, links in dump_articles(name)}.values())
-    pair_counts = Counter((link.surface.strip(), link.target) for _t, _x, links in articles for link in links)
-    alias_totals = Counter()
-    by_entity = defaultdict(list)
-    for (alias, entity), count in pair_counts.items():
-        alias_totals[alias] += count
-        by_entity[entity].append((alias, count))
-    pages = []
-    for title, text, links in articles:
-        cands = []
-        for entity in sorted({link.target for link in links}):
-            cands += [AliasCandidate(a, entity, c, c / alias_totals[a], "linked", ("anchor",)) for a, c in by_entity[entity]]
-        cands += [AliasCandidate(a, title, c, c / alias_totals[a], "title", ("anchor",)) for a, c in by_entity[title]]
-        cands.append(AliasCandidate(title, title, 0, 0.0, "title", ("title",)))
-        mentions = [Mention(link.start, link.end, link.surface, link.target, "hyperlink") for link in links]
-        pages.append((title, text, mentions, cands))
-    return pages
+    return labelling_inputs(ALL_DUMPS)
 
 
 @pytest.mark.needs_shared

@@ -51,6 +51,7 @@ from __future__ import annotations
 
 from pipelines.fields import option as _opt
 
+import functools
 import re
 import unicodedata
 
@@ -88,6 +89,7 @@ _JOINERS = frozenset("\u200c\u200d")  # ZWNJ/ZWJ sit inside Persian and Indic wo
 
 # Every single-code-point Unicode space maps to " ", so a text's &nbsp; matches an alias's space.
 _SPACE_TO_BLANK = {cp: " " for cp in range(0x3000 + 1) if chr(cp).isspace() and cp != 0x20}
+_OTHER_SPACE = re.compile("[" + "".join(map(chr, _SPACE_TO_BLANK)) + "]")  # finds them faster than translate
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,7 +295,8 @@ def count_by_source(mentions: Iterable[Mention]) -> dict[str, int]:
 
 def _fold(s: str, case_sensitive: bool) -> str:
     """Same-length normal form for matching: spaces unified, optionally lower-cased."""
-    s = s.translate(_SPACE_TO_BLANK)
+    if _OTHER_SPACE.search(s):
+        s = s.translate(_SPACE_TO_BLANK)
     if case_sensitive:
         return s
     lowered = s.lower()
@@ -384,6 +387,7 @@ def _is_word_char(ch: str) -> bool:
     return ch.isalnum() or ch in _JOINERS or unicodedata.category(ch) in ("Pc", "Mn", "Mc", "Me")
 
 
+@functools.lru_cache(maxsize=1 << 16)  # called for every alias hit, on few distinct character pairs
 def _joins(left: str, right: str, split_unspaced: bool) -> bool:
     """Do two adjacent characters belong to one word (so a match may not cut between them)?"""
     if not (_is_word_char(left) and _is_word_char(right)):

@@ -16,7 +16,10 @@ Tokenising (per dump, all articles, their hyperlinks as mentions):
 Label matching (per dump, all articles, candidates = the aliases of every
 linked entity and of the title entity, as the job's join brings them):
 ``old_labels`` (the token-scan matcher, a copy kept in
-tests/test_matcher_equivalence.py) vs ``new_labels`` (Aho-Corasick).
+tests/test_matcher_equivalence.py) vs ``new_labels`` (Aho-Corasick), the whole
+``label_missing_mentions``; ``old_match``/``new_match``: the matching alone
+(finding every whole-word occurrence in the folded text, automaton build
+included), without the candidate filtering and the greedy pass that both share.
 
 Usage: ``python benchmarks/bench_tokenize_label.py [--dumps a,b] [--repeat 5] [--json OUT]``
 """
@@ -39,7 +42,8 @@ from pipelines.corpus import tokenizer as T  # noqa: E402
 from pipelines.corpus.labels import LabelConfig, label_missing_mentions  # noqa: E402
 from pipelines.records import Mention  # noqa: E402
 from tests.dump_articles import dump_articles, labelling_inputs  # noqa: E402
-from tests.test_matcher_equivalence import reference_labels  # noqa: E402
+from pipelines.corpus import labels as L  # noqa: E402
+from tests.test_matcher_equivalence import _reference_occurrences, reference_labels  # noqa: E402
 from tests.test_tokenizer_equivalence import old_tokenize_with_mentions  # noqa: E402
 
 DEFAULT_DUMPS = "enwiki-2016-206pages-articles1.xml.bz2,ukwiki-2023-first100k-lines-truncated.xml.xz"
@@ -90,6 +94,9 @@ def run(dumps: list[str], repeat: int) -> dict:
         mentions = [[Mention(x.start, x.end, x.surface, x.target, "hyperlink") for x in links]
                     for _t, _x, links in articles]
         pages = labelling_inputs((name,))
+        folded_targets = [(L._fold(x, config.case_sensitive), targets) for _t, x, _links, cands in pages
+                          if (targets := L._resolve_targets(cands, config))]
+        split = config.match_unspaced_scripts
         n_tokens = sum(len(encoder.encode_with_offsets(t)[0]) for t in texts)
         n_chars = sum(map(len, texts))
 
@@ -104,6 +111,9 @@ def run(dumps: list[str], repeat: int) -> dict:
             "new_tokenize": lambda: [T.tokenize_with_mentions(t, ms, encoder) for t, ms in zip(texts, mentions)],
             "old_labels": lambda: [reference_labels(x, links, cands, config) for _t, x, links, cands in pages],
             "new_labels": lambda: [label_missing_mentions(x, links, cands, config) for _t, x, links, cands in pages],
+            "old_match": lambda: [_reference_occurrences(f, targets, split) for f, targets in folded_targets],
+            "new_match": lambda: [L._find_occurrences(f, L._alias_automaton(targets), split)
+                                  for f, targets in folded_targets],
         }
         samples: dict[str, list[float]] = {k: [] for k in contenders}
         for _ in range(repeat):
@@ -123,6 +133,7 @@ def run(dumps: list[str], repeat: int) -> dict:
                 "encode hf/tiktoken": med["hf_encode"] / med["tiktoken_encode"],
                 "tokenize_with_mentions old/new": med["old_tokenize"] / med["new_tokenize"],
                 "labels old/new": med["old_labels"] / med["new_labels"],
+                "matching alone old/new": med["old_match"] / med["new_match"],
             },
         }
     return results

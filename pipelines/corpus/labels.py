@@ -86,6 +86,8 @@ _UNSPACED_RANGES = (
 _UNSPACED_CHAR = re.compile(rf"[{_UNSPACED_RANGES}]")
 _DISAMBIGUATION_SUFFIX = re.compile(r"\s+\([^()]+\)$")
 _JOINERS = frozenset("\u200c\u200d")  # ZWNJ/ZWJ sit inside Persian and Indic words
+# Spaces and ASCII punctuation never join a word: most match edges, decided without _joins.
+_ASCII_NON_WORD = frozenset(chr(cp) for cp in range(128) if not (chr(cp).isalnum() or chr(cp) == "_"))
 
 # Every single-code-point Unicode space maps to " ", so a text's &nbsp; matches an alias's space.
 _SPACE_TO_BLANK = {cp: " " for cp in range(0x3000 + 1) if chr(cp).isspace() and cp != 0x20}
@@ -372,12 +374,12 @@ def _find_occurrences(
     """
     found = []
     n = len(folded)
-    joins = _joins
+    joins, separator = _joins, _ASCII_NON_WORD
     for last, (length, target) in automaton.iter(folded):
         start, end = last + 1 - length, last + 1
-        if start and joins(folded[start - 1], folded[start], split_unspaced):
+        if start and (before := folded[start - 1]) not in separator and joins(before, folded[start], split_unspaced):
             continue
-        if end < n and joins(folded[last], folded[end], split_unspaced):
+        if end < n and (after := folded[end]) not in separator and joins(folded[last], after, split_unspaced):
             continue
         found.append((start, end, target))
     return found

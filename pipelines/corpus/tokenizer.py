@@ -35,7 +35,6 @@ being silently widened or narrowed.
 """
 from __future__ import annotations
 
-import bisect
 import functools
 import json
 import os
@@ -85,6 +84,10 @@ class TokenizedArticle:
 
 def load_tokenizer(name_or_path: str | None = None) -> "PreTrainedTokenizerFast":
     """Return a fast tokenizer: the offline GPT-2 BPE default, or a named/local one.
+
+    This is the Hugging Face object (to save, decode, or hand to transformers);
+    to tokenise many texts use :func:`load_encoder`, which is faster to build
+    and to run for the default.
 
     Calls are cached per name (build once per worker, e.g. in ``DoFn.setup``):
     the same object is returned each time, so treat it as read-only
@@ -376,10 +379,8 @@ def encode_with_offsets(text: str, tokenizer: Tokenizer) -> tuple[list[int], lis
     in the text (an article about HTML may contain ``<s>``) are tokenised as
     plain text, never as control ids.
     """
-    if isinstance(tokenizer, (Gpt2BpeEncoder, HfEncoder)):
-        ids, offsets = tokenizer.encode_with_offsets(text)
-    else:
-        ids, offsets = _hf_encode_with_offsets(text, tokenizer)
+    encode = getattr(tokenizer, "encode_with_offsets", None)  # a TokenEncoder; else a Hugging Face tokenizer
+    ids, offsets = encode(text) if encode is not None else _hf_encode_with_offsets(text, tokenizer)
     _check_not_truncated(text, max((end for _, end in offsets), default=0))
     return ids, offsets
 

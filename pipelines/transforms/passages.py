@@ -25,7 +25,7 @@ from pipelines.corpus.alias_table import clean_alias
 from pipelines.corpus.candidates import RankedAliases, alias_rank, unpack_candidates, usable_alias
 from pipelines.corpus.labels import LINKED, TITLE, LabelConfig, label_missing_mentions
 from pipelines.corpus.split import split_of
-from pipelines.corpus.tokenizer import load_tokenizer, tokenize_with_mentions
+from pipelines.corpus.tokenizer import load_encoder, tokenize_with_mentions
 from pipelines.corpus.windows import cut_windows
 from pipelines.records import Article, LabeledArticle, Mention
 from pipelines.transforms.joins import GroupJoinFn, LookupJoin
@@ -199,7 +199,7 @@ class ChunkWindowsFn(CountingDoFn):
         self.tokenizer = None
 
     def setup(self) -> None:
-        self.tokenizer = load_tokenizer(self.options.tokenizer)
+        self.tokenizer = load_encoder(self.options.tokenizer)  # tiktoken for the default GPT-2 BPE
 
     def process(self, article: LabeledArticle, vocab: dict):
         opts = self.options

@@ -95,7 +95,7 @@ def run(dumps: list[str], repeat: int) -> dict:
                     for _t, _x, links in articles]
         pages = labelling_inputs((name,))
         folded_targets = [(L._fold(x, config.case_sensitive), targets) for _t, x, _links, cands in pages
-                          if (targets := L._resolve_targets(cands, config))]
+                          if (targets := L.targets_for_candidates(cands, config))]
         split = config.match_unspaced_scripts
         n_tokens = sum(len(encoder.encode_with_offsets(t)[0]) for t in texts)
         n_chars = sum(map(len, texts))

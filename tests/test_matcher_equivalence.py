@@ -2,7 +2,7 @@
 
 ``_reference_occurrences`` below is a verbatim copy of the matcher before the
 change (the first-token index scanned with a regex, its word rules and the
-folding). Both run on the same targets (``_resolve_targets`` is shared: only
+folding). Both run on the same targets (``targets_for_candidates`` is shared: only
 the matching changed; the folding it uses is compared on every input), and ``label_missing_mentions`` is compared
 with the reference pipeline end to end: on every article of every shared dump
 with realistic candidates (the aliases its hyperlinks use across all dumps),
@@ -95,7 +95,7 @@ def reference_labels(text, hyperlinks, candidates, config):
     """``label_missing_mentions`` as it was, around the reference matcher."""
     if not text or not candidates:
         return []
-    targets = L._resolve_targets(candidates, config)
+    targets = L.targets_for_candidates(candidates, config)
     if not targets:
         return []
     folded = _ref_fold(text, config.case_sensitive)
@@ -122,7 +122,7 @@ def assert_same(text, links, cands, config):
     new = label_missing_mentions(text, links, cands, config)
     old = reference_labels(text, links, cands, config)
     assert new == old
-    targets = L._resolve_targets(cands, config)
+    targets = L.targets_for_candidates(cands, config)
     if targets:  # and the raw occurrence sets, before the greedy pass
         folded = L._fold(text, config.case_sensitive)
         split = config.match_unspaced_scripts

@@ -142,7 +142,7 @@ def test_label_missing_mentions_bounded_join_keeps_labels():
 
 
 def test_ranked_aliases_for_a_page():
-    ranked = [(f"a{i}", 10 - i, 0.5, ("anchor",)) for i in range(10)]
+    ranked = [(f"a{i}", 10 - i, 0.5, ("anchor",), f"a{i}") for i in range(10)]
     aliases = RankedAliases(ranked)
     assert aliases.for_page(3, set()) == tuple(ranked[:3])
     assert aliases.for_page(3, {"a9", "a7", "a1", "zzz"}) == tuple(ranked[:3]) + (ranked[7], ranked[9])

@@ -13,10 +13,15 @@ has thousands of anchor texts, and no alias the page itself links with is lost.
 from __future__ import annotations
 
 from pipelines.corpus.alias_table import SOURCE_REDIRECT
-from pipelines.corpus.labels import LINKED, AliasCandidate, LabelConfig, rejection_reason, strip_disambiguation
-
-# A packed alias, as it travels to pages: (alias, count, prior, sources).
-PackedAlias = tuple[str, int, float, tuple[str, ...]]
+from pipelines.corpus.labels import (
+    LINKED,
+    AliasCandidate,
+    LabelConfig,
+    PackedAlias,
+    first_token,
+    rejection_reason,
+    strip_disambiguation,
+)
 
 
 def alias_rank(alias: str, entity: str, count: int, sources: tuple[str, ...]) -> tuple:
@@ -34,7 +39,8 @@ def usable_alias(row: dict, config: LabelConfig) -> tuple[str | None, PackedAlia
     reason = rejection_reason(candidate, config)
     if reason is not None:
         return reason, None
-    return None, (row["alias"].strip(), int(row["count"]), float(row["prior"]), sources)
+    alias = row["alias"].strip()
+    return None, (alias, int(row["count"]), float(row["prior"]), sources, first_token(alias, config))
 
 
 class RankedAliases:
@@ -58,12 +64,3 @@ class RankedAliases:
             return tuple(head)
         later = sorted(i for i in (self.position.get(a) for a in page_anchors) if i is not None and i >= top)
         return tuple(head) + tuple(self.ranked[i] for i in later)
-
-
-def unpack_candidates(entity: str, origins: tuple[str, ...], aliases: tuple[PackedAlias, ...]) -> list[AliasCandidate]:
-    """The AliasCandidates of one entity of a page, one per (alias, origin)."""
-    return [
-        AliasCandidate(alias, entity, count, prior, origin, sources)
-        for origin in origins
-        for alias, count, prior, sources in aliases
-    ]

@@ -84,6 +84,11 @@ _UNSPACED_RANGES = (
     "\U00020000-\U0002fa1f\U00030000-\U000323af"
 )
 _UNSPACED_CHAR = re.compile(rf"[{_UNSPACED_RANGES}]")
+# Word tokens as the matcher's word rules see them: a whole-word occurrence of an alias
+# starts at a token of the text equal to the alias's first token, so aliases whose first
+# token is not in the page are skipped before the automaton is built (exact, and cheap).
+_TOKENS_SPLITTING_UNSPACED = re.compile(rf"[^\W{_UNSPACED_RANGES}]+|[{_UNSPACED_RANGES}]|[^\w\s]")
+_TOKENS_WHOLE_WORDS = re.compile(r"\w+|[^\w\s]")
 _DISAMBIGUATION_SUFFIX = re.compile(r"\s+\([^()]+\)$")
 _JOINERS = frozenset("\u200c\u200d")  # ZWNJ/ZWJ sit inside Persian and Indic words
 # Spaces and ASCII punctuation never join a word: most match edges, decided without _joins.
@@ -274,19 +279,62 @@ class _Target:
     source: str
 
 
+# A pre-filtered alias as the Beam job ships it to a page: (alias, count, prior, sources, first
+# token of the folded alias). See pipelines.corpus.candidates.
+PackedAlias = tuple[str, int, float, tuple[str, ...], str]
+
+
+def first_token(alias: str, config: LabelConfig) -> str:
+    """The first matching token of ``alias`` as folded for ``config`` ("" when it has none)."""
+    token_re = _TOKENS_SPLITTING_UNSPACED if config.match_unspaced_scripts else _TOKENS_WHOLE_WORDS
+    match = token_re.search(_fold(alias, config.case_sensitive))
+    return match.group() if match else ""
+
+
 def label_missing_mentions(
     text: str,
     hyperlinks: Sequence[Mention],
     candidates: Sequence[AliasCandidate],
     config: LabelConfig,
 ) -> list[Mention]:
-    """New mentions ("same_page_alias" / "title_alias") of the page, sorted by start."""
-    if not text or not candidates:
-        return []
-    targets = _resolve_targets(candidates, config)
-    if not targets:
+    """New mentions ("same_page_alias" / "title_alias") of the page, sorted by start.
+
+    ``candidates`` are filtered here (:func:`usable_candidates`); the Beam job
+    filters once per alias row instead and calls :func:`label_page`.
+    """
+    return label_page(text, hyperlinks, _packed(candidates, config), config)
+
+
+def _packed(candidates: Sequence[AliasCandidate], config: LabelConfig):
+    """Usable AliasCandidates as label_page's (entity, origins, packed aliases) triples."""
+    return [(c.entity, (c.origin,), ((c.alias, c.count, c.prior, c.sources, first_token(c.alias, config)),))
+            for c in usable_candidates(candidates, config)]
+
+
+def targets_for_candidates(candidates: Sequence[AliasCandidate], config: LabelConfig) -> dict[str, "_Target"]:
+    """Folded alias -> the entity it labels, for AliasCandidates (tests and benchmarks)."""
+    return _resolve_targets(_packed(candidates, config), None, config)
+
+
+def label_page(
+    text: str,
+    hyperlinks: Sequence[Mention],
+    entities: Iterable[tuple[str, tuple[str, ...], Sequence[PackedAlias]]],
+    config: LabelConfig,
+) -> list[Mention]:
+    """New mentions of the page from (entity, origins, usable packed aliases) triples.
+
+    The aliases must already pass :func:`rejection_reason`; an entity may come
+    more than once (its evidence is merged).
+    """
+    if not text:
         return []
     folded = _fold(text, config.case_sensitive)
+    token_re = _TOKENS_SPLITTING_UNSPACED if config.match_unspaced_scripts else _TOKENS_WHOLE_WORDS
+    present = set(token_re.findall(folded))
+    targets = _resolve_targets(entities, present, config)
+    if not targets:
+        return []
     occurrences = _find_occurrences(folded, _alias_automaton(targets), config.match_unspaced_scripts)
     occupied = bytearray(len(text))
     for link in hyperlinks:
@@ -331,21 +379,32 @@ class _EntityEvidence:
     own_name: bool = False  # the page's own entity, and the alias is its title or a trusted redirect
 
 
-def _resolve_targets(candidates: Sequence[AliasCandidate], config: LabelConfig) -> dict[str, _Target]:
-    """Folded alias -> the one entity it labels, after switches, filters and ambiguity."""
+def _resolve_targets(entities, present: set[str] | None, config: LabelConfig) -> dict[str, _Target]:
+    """Folded alias -> the one entity it labels, after switches and ambiguity.
+
+    With ``present`` (the page's tokens), only aliases whose first token is
+    there are considered: the others cannot occur in the page as whole words.
+    """
     by_alias: dict[str, dict[str, _EntityEvidence]] = {}
-    for c in usable_candidates(candidates, config):
-        if c.origin not in ORIGINS:
-            raise ValueError(f"unknown candidate origin {c.origin!r} (expected one of {ORIGINS})")
-        if (c.origin == LINKED and not config.label_linked_entities) or (
-            c.origin == TITLE and not config.label_title_entity
-        ):
+    allowed = {LINKED: config.label_linked_entities, TITLE: config.label_title_entity}
+    case_sensitive = config.case_sensitive
+    for entity, origins, aliases in entities:
+        for origin in origins:
+            if origin not in ORIGINS:
+                raise ValueError(f"unknown candidate origin {origin!r} (expected one of {ORIGINS})")
+        origins = [o for o in origins if allowed[o]]
+        if not origins:
             continue
-        entities = by_alias.setdefault(_fold(c.alias, config.case_sensitive), {})
-        evidence = entities.setdefault(c.entity, _EntityEvidence())
-        evidence.prior = max(evidence.prior, c.prior)
-        evidence.origins.add(c.origin)
-        evidence.own_name = evidence.own_name or (c.origin == TITLE and is_curated_name(c, config))
+        title_origin = TITLE in origins
+        for alias, count, prior, sources, first in aliases:
+            if present is not None and first not in present:
+                continue
+            per_entity = by_alias.setdefault(alias if case_sensitive else _fold(alias, False), {})
+            evidence = per_entity.get(entity) or per_entity.setdefault(entity, _EntityEvidence())
+            evidence.prior = max(evidence.prior, prior)
+            evidence.origins.update(origins)
+            if title_origin and not evidence.own_name:
+                evidence.own_name = is_curated_name(AliasCandidate(alias, entity, count, prior, TITLE, sources), config)
     targets = {}
     for alias, entities in by_alias.items():
         entity = _pick_entity(entities, config.ambiguity)

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 import apache_beam as beam
 
 from pipelines.corpus.alias_table import clean_alias
-from pipelines.corpus.candidates import RankedAliases, alias_rank, unpack_candidates, usable_alias
-from pipelines.corpus.labels import LINKED, TITLE, LabelConfig, label_missing_mentions
+from pipelines.corpus.candidates import RankedAliases, alias_rank, usable_alias
+from pipelines.corpus.labels import LINKED, TITLE, LabelConfig, label_page
 from pipelines.corpus.split import split_of
 from pipelines.corpus.tokenizer import load_encoder, tokenize_with_mentions
 from pipelines.corpus.windows import cut_windows
@@ -58,7 +58,7 @@ class UsableAliasesFn(CountingDoFn):
             self.count(f"label_aliases_dropped/{reason}")
             return
         self.count("label_aliases/usable")
-        alias, count, _prior, sources = packed
+        alias, count, _prior, sources, _first = packed
         yield row["entity"], (alias_rank(alias, row["entity"], count, sources), packed)
 
 
@@ -137,13 +137,13 @@ class LabelArticleFn(CountingDoFn):
         hyperlinks = [Mention(link.start, link.end, link.surface, entity_of[link.target], HYPERLINK)
                       for link in article.links if link.target in entity_of]
         linked = {m.entity for m in hyperlinks}
-        candidates = []
+        entities = []
         for entity, origins, aliases, _targets in grouped["candidates"]:
             # Only what this article refers to (a repeated page id's other copy may refer to more).
             kept = tuple(o for o in origins if (o == LINKED and entity in linked) or (o == TITLE and entity == article.title))
-            if kept:
-                candidates.extend(unpack_candidates(entity, kept, aliases))
-        labels = label_missing_mentions(article.text, hyperlinks, candidates, self.config)
+            if kept and aliases:
+                entities.append((entity, kept, aliases))
+        labels = label_page(article.text, hyperlinks, entities, self.config)
         self.count(f"mentions/{HYPERLINK}", len(hyperlinks))
         for label in labels:
             self.count(f"mentions/{label.source}")

@@ -31,7 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_pipeline import REPO, measure  # noqa: E402
-from synth_dump import write_synth_dump  # noqa: E402
+from synth_dump import replicate_dump, write_synth_dump  # noqa: E402
 
 
 def shuffled_elements(counters: dict) -> int | None:
@@ -126,7 +126,11 @@ def main(argv: list[str] | None = None) -> int:
         cut = argv.index("--")
         argv, extra = argv[:cut], argv[cut + 1:]
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="1000,4000,16000", help="articles per dump, comma-separated")
+    parser.add_argument("--sizes", default="1000,4000,16000",
+                        help="articles per synthetic dump, or copies of --replicate, comma-separated")
+    parser.add_argument("--replicate", type=Path,
+                        help="instead of synthetic dumps: this real dump repeated SIZE times, each copy with new "
+                             "page ids, titles and anchor texts (aliases per entity grow with the corpus)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--code", type=Path, action="append", default=[],
                         help="checkout(s) to run the job from (default: this one); repeat to compare")
@@ -145,11 +149,15 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{label}:", flush=True)
             rows = []
             for size in sizes:
-                dump = work / f"synth-{size}-seed{args.seed}.xml.bz2"
-                if not dump.exists():
-                    write_synth_dump(str(dump), size, args.seed)
-                rows.append({"articles_requested": size,
-                             **run_size(code, dump, work / f"out-{size}-{len(results)}", extra)})
+                if args.replicate:
+                    dump = work / f"{args.replicate.name.split('.')[0]}-x{size}.xml.bz2"
+                    if not dump.exists():
+                        replicate_dump(str(args.replicate), str(dump), size, new_anchor_texts=True)
+                else:
+                    dump = work / f"synth-{size}-seed{args.seed}.xml.bz2"
+                    if not dump.exists():
+                        write_synth_dump(str(dump), size, args.seed)
+                rows.append({"size": size, **run_size(code, dump, work / f"out-{dump.name}-{len(results)}", extra)})
             results[label] = rows
     summary = {label: ratios(rows) for label, rows in results.items() if len(rows) > 1}
     for label, r in summary.items():

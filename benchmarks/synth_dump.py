@@ -34,6 +34,7 @@ import bz2
 import itertools
 import os
 import random
+import re
 import sys
 from dataclasses import dataclass
 from xml.sax.saxutils import escape, quoteattr
@@ -270,12 +271,27 @@ def dump_header(path: str) -> str:
     raise ValueError(f"{path}: no <page> in the first 4 MB")
 
 
-def replicate_dump(src: str, dst: str, copies: int) -> dict:
+_LINK = re.compile(r"\[\[([^\[\]|\n]+)(?:\|([^\[\]]*))?\]\]")
+
+
+def _renamed_anchors(text: str, copy: int) -> str:
+    """Every plain link of ``text`` shown with a new anchor text: ``[[T|shown]]`` -> ``[[T|shown 3]]``."""
+    def rename(m: re.Match) -> str:
+        target, label = m.group(1), m.group(2)
+        if ":" in target or label == "":
+            return m.group(0)  # files, categories, interwiki; the pipe trick
+        return f"[[{target}|{label if label is not None else target} {copy}]]"
+    return _LINK.sub(rename, text)
+
+
+def replicate_dump(src: str, dst: str, copies: int, new_anchor_texts: bool = False) -> dict:
     """A real dump repeated ``copies`` times, each copy with new page ids and titles ("Title 2").
 
     Links keep their targets (the first copy's titles), so the link graph grows
     as in a bigger wiki: more pages refer to the same entities. Start-up costs
-    then cancel out between two sizes (marginal cost per page).
+    then cancel out between two sizes (marginal cost per page). With
+    ``new_anchor_texts``, each copy shows its links with new anchor texts, so
+    the aliases of each entity grow with the corpus too, as in a real wiki.
     """
     from pipelines.dump import iter_pages
     from pipelines.records import RawPage
@@ -289,7 +305,8 @@ def replicate_dump(src: str, dst: str, copies: int) -> dict:
         for k in range(copies):
             for page in pages:
                 title = page.title if k == 0 else f"{page.title} {k + 1}"
-                fh.write(page_xml(page.page_id + k * span, page.ns, title, page.text, page.redirect))
+                text = _renamed_anchors(page.text, k + 1) if new_anchor_texts and k else page.text
+                fh.write(page_xml(page.page_id + k * span, page.ns, title, text, page.redirect))
         fh.write("</mediawiki>\n")
     return {"pages": len(pages) * copies, "copies": copies}
 

@@ -22,6 +22,8 @@ $(STAMP): requirements.txt requirements-airflow.txt constraints.txt pyproject.to
 	# Airflow 3 + the Beam provider for dags/ and tests/test_dag.py (adds packages only, ~45 s)
 	$(PY) -m pip install --quiet -r requirements-airflow.txt -c constraints.txt
 	$(PY) -m pip install --quiet --no-deps -e .
+	# DeepSpeed's CPU comm op, compiled once here (about a minute) rather than inside a timed run
+	$(PY) -m trainer.jit_ops
 	touch $(STAMP)
 
 $(DEMO_DUMP): pipelines/sample_dump.py | $(STAMP)

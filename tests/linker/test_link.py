@@ -194,10 +194,10 @@ def test_blink_labels_flow_into_the_corpus_passages(indexed_release, sample_corp
     articles = [article_from(linker, row, page_id=row + 1) for row in range(3)]
     vocab = [(t, int(i)) for t, i in zip(linker.catalogue.titles, linker.catalogue.entity_ids)]
     options = PassageOptions(tokenizer=str(sample_corpus / "tokenizer"), window=128, overlap=10,
-                             validation_fraction=0.0, split_salt="", num_shards=1)
+                             validation_fraction=0.0, split_salt="")
 
     def check_rows(keyed_rows):
-        rows = [row for _, row in keyed_rows]
+        rows = [row for _split, _page, row in keyed_rows]
         pa.Table.from_pylist(rows, schema=PASSAGE_SCHEMA)  # the corpus schema accepts them
         blink = [m for row in rows for m in row["mentions"] if m["source"] == "blink"]
         assert blink and all(m["entity_id"] == dict(vocab)[m["entity"]] for m in blink)

@@ -74,6 +74,7 @@ from pipelines.wikitext.prepass import (
     REMOVED_LABEL_MARK,
     prepass,
 )
+from pipelines.wikitext.templates import registry_for
 from pipelines.wikitext.titles import (
     ARTICLE,
     INTERLANGUAGE,
@@ -121,6 +122,8 @@ class Extraction:
     text: str
     links: list[LinkMention] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
+    # Template calls by outcome and name: "rendered/Convert", "dropped/Infobox" -> calls.
+    template_names: dict[str, int] = field(default_factory=dict)
 
 
 def extract_article(wikitext: str, site: SiteInfo, *, title: str = "",
@@ -135,7 +138,8 @@ def extract_article(wikitext: str, site: SiteInfo, *, title: str = "",
         raise ExtractionError("input_too_large", f"{title!r}: {len(wikitext)} chars "
                               f"> limit {config.max_input_chars}")
     try:
-        cleaned = prepass(wikitext, max_depth=config.max_nesting_depth)
+        cleaned = prepass(wikitext, max_depth=config.max_nesting_depth,
+                          registry=registry_for(site), title=title)
     except ExtractionError as err:
         raise ExtractionError(err.reason, f"{title!r}: {err.detail}") from err
     try:
@@ -154,7 +158,7 @@ def extract_article(wikitext: str, site: SiteInfo, *, title: str = "",
         raise ExtractionError("render_error", f"{title!r}: {type(err).__name__}: {err}") from err
     text, links = _tidy("".join(out.parts), out.spans, renderer.counts)
     renderer.counts["links_kept"] = len(links)
-    return Extraction(text, links, renderer.counts)
+    return Extraction(text, links, renderer.counts, cleaned.template_names)
 
 
 @dataclass(slots=True)

@@ -113,6 +113,8 @@ class ExtractConfig:
     # (e.g. "[a-z]+" for MediaWiki's English rule); None: the Unicode rule.
     link_trail: str | None = None
     keep_headings: bool = True
+    # Render with pipelines.wikitext.fastrender where it is sure; mwparserfromhell otherwise.
+    fast_path: bool = True
 
 
 @dataclass(slots=True)
@@ -124,6 +126,7 @@ class Extraction:
     counts: dict[str, int] = field(default_factory=dict)
     # Template calls by outcome and name: "rendered/Convert", "dropped/Infobox" -> calls.
     template_names: dict[str, int] = field(default_factory=dict)
+    parser: str = "fast"  # "fast" or "mwparserfromhell" (where the fast path declined)
 
 
 def extract_article(wikitext: str, site: SiteInfo, *, title: str = "",
@@ -142,23 +145,41 @@ def extract_article(wikitext: str, site: SiteInfo, *, title: str = "",
                           registry=registry_for(site), title=title)
     except ExtractionError as err:
         raise ExtractionError(err.reason, f"{title!r}: {err.detail}") from err
+    table = namespace_table(site)
+    renderer = _Renderer(table, config, dict(cleaned.counts), title)
+    out = _Builder()
+    parser = "fast"
     try:
-        code = mwparserfromhell.parse(cleaned.text)
+        if not config.fast_path:
+            raise Decline("fast path switched off")
+        render_fast(cleaned.text, renderer, out)
+    except Decline:
+        parser = "mwparserfromhell"
+        try:
+            code = mwparserfromhell.parse(cleaned.text)
+        except RecursionError as err:
+            raise ExtractionError("recursion_error", f"{title!r}: markup nested too deeply") from err
+        except Exception as err:  # e.g. "C tokenizer exited with non-empty token stack"
+            raise ExtractionError("parser_error", f"{title!r}: {type(err).__name__}: {err}") from err
+        renderer = _Renderer(table, config, cleaned.counts, title)
+        out = _Builder()
+        _render_tree(renderer, code, out, title)
     except RecursionError as err:
         raise ExtractionError("recursion_error", f"{title!r}: markup nested too deeply") from err
-    except Exception as err:  # e.g. "C tokenizer exited with non-empty token stack"
-        raise ExtractionError("parser_error", f"{title!r}: {type(err).__name__}: {err}") from err
-    renderer = _Renderer(namespace_table(site), config, cleaned.counts, title)
-    out = _Builder()
+    except Exception as err:  # a shape the fast path does not expect: fail this page only
+        raise ExtractionError("render_error", f"{title!r}: {type(err).__name__}: {err}") from err
+    text, links = _tidy("".join(out.parts), out.spans, renderer.counts)
+    renderer.counts["links_kept"] = len(links)
+    return Extraction(text, links, renderer.counts, cleaned.template_names, parser)
+
+
+def _render_tree(renderer: "_Renderer", code: Wikicode, out: "_Builder", title: str) -> None:
     try:
         renderer.render(code, out)
     except RecursionError as err:
         raise ExtractionError("recursion_error", f"{title!r}: markup nested too deeply") from err
     except Exception as err:  # a tree shape the walker does not expect: fail this page only
         raise ExtractionError("render_error", f"{title!r}: {type(err).__name__}: {err}") from err
-    text, links = _tidy("".join(out.parts), out.spans, renderer.counts)
-    renderer.counts["links_kept"] = len(links)
-    return Extraction(text, links, renderer.counts, cleaned.template_names)
 
 
 @dataclass(slots=True)
@@ -270,20 +291,38 @@ class _Renderer:
     def render_link(self, node: Wikilink, trail_source: str, out: _Builder,
                     in_label: bool) -> int:
         """Render one wikilink; return how many chars of the next Text it consumed."""
-        raw_target = str(node.title)
+        text = node.text
+
+        def render_label() -> str:
+            label_out = _Builder()
+            self.render(text, label_out, in_label=True)
+            return label_out.text()
+
+        return self.link(str(node.title), None if text is None else str(text), render_label,
+                         lambda: _count_links(text) if text else 0, trail_source, out, in_label)
+
+    def link(self, raw_target: str, raw_label: str | None, render_label: Callable[[], str],
+             count_caption_links: Callable[[], int], trail_source: str, out: _Builder,
+             in_label: bool) -> int:
+        """Render a link given its parts (shared by both parsers); return the trail length.
+
+        ``render_label`` renders the label (counting what it holds) and is
+        called only when the label is shown; ``count_caption_links`` counts
+        the links in a file's caption.
+        """
         target = parse_link_target_with(raw_target, self.table)
         kind = target.kind
         if kind == NAMESPACE and not target.leading_colon and target.ns in (NS_FILE, NS_CATEGORY):
             if target.ns == NS_FILE:
                 self.bump("files")
-                self.bump("links_in_file", _count_links(node.text) if node.text else 0)
+                self.bump("links_in_file", count_caption_links())
             else:
                 self.bump("categories")
             return 0
         if kind == INTERLANGUAGE and not target.leading_colon:
             self.bump("interlanguage")  # sidebar link, not shown in the text
             return 0
-        label = self.label_of(node, target, raw_target)
+        label = self.label_of(target, raw_target, raw_label, render_label)
         trail = self.trail_length(trail_source) if trail_source else 0
         if label.strip() and trail and not label[-1].isspace():
             label += trail_source[:trail]
@@ -312,15 +351,15 @@ class _Renderer:
             out.emit(" ")
         return trail
 
-    def label_of(self, node: Wikilink, target: LinkTarget, raw_target: str) -> str:
+    @staticmethod
+    def label_of(target: LinkTarget, raw_target: str, raw_label: str | None,
+                 render_label: Callable[[], str]) -> str:
         """The visible text of a link, before its trail."""
-        if node.text is None:
+        if raw_label is None:
             shown = decode_title_escapes(raw_target).strip()
             return shown[1:] if shown.startswith(":") else shown
-        label_out = _Builder()
-        self.render(node.text, label_out, in_label=True)
-        label = label_out.text()
-        if not label.strip() and not str(node.text).strip():
+        label = render_label()
+        if not label.strip() and not raw_label.strip():
             return _pipe_trick(target)  # [[Target|]]
         return label
 
@@ -399,8 +438,68 @@ def _trail_rule(pattern: str | None) -> Callable[[str], int]:
 
 
 # -- whitespace tidy with offset re-mapping --------------------------------------
+_START_MARK, _END_MARK = "\ue000", "\ue001"  # private-use: where mentions begin and end
+_MARKS = re.compile("[\ue000\ue001]")
+# _TIDY_PUNCT with its look-arounds seeing through the marks.
+_TIDY_PUNCT_MARKED = re.compile(
+    r"[(\uff08][^\S\n]*[,;:]?[^\S\n]*[)\uff09]"
+    r"|(?:(?<=\()|(?<=\(\ue000)|(?<=\(\ue001))[^\S\n]+"
+    r"|[^\S\n]+(?=[\ue000\ue001]*[,.)])")
+# Mention edges that the empty-parentheses pattern could swallow: then the slow form.
+_OPENING_EDGE = _CLOSING_EDGE = frozenset("(),;:\uff08\uff09")
+
+
 def _tidy(raw: str, spans: list[tuple[int, int, str]],
           counts: dict[str, int]) -> tuple[str, list[LinkMention]]:
+    """Fold whitespace and empty parentheses; carry mention offsets through.
+
+    Fast form: mark each mention's ends in the text, run the substitutions in
+    C, read the marks back. Mention surfaces never begin or end with
+    whitespace, so no mark falls inside a folded run and the result equals
+    :func:`_tidy_mapped`'s; where a surface begins or ends with punctuation
+    the patterns look at (or the text holds the marks' characters) that is
+    used instead (rare).
+    """
+    if "\ue000" in raw or "\ue001" in raw or any(
+            raw[start] in _OPENING_EDGE or raw[end - 1] in _CLOSING_EDGE
+            for start, end, _target in spans if start < end):
+        return _tidy_mapped(raw, spans, counts)
+    events = sorted([(end, 0, index) for index, (_start, end, _t) in enumerate(spans)]
+                    + [(start, 1, index) for index, (start, _end, _t) in enumerate(spans)])
+    pieces: list[str] = []
+    last = 0
+    for position, is_start, _index in events:
+        pieces.append(raw[last:position])
+        pieces.append(_START_MARK if is_start else _END_MARK)
+        last = position
+    pieces.append(raw[last:])
+    marked = _TIDY_PUNCT_MARKED.sub("", "".join(pieces))
+    marked = _TIDY_SPACE.sub(_space_replacement, marked).strip()
+    starts = [0] * len(spans)
+    ends = [0] * len(spans)
+    for order, mark in enumerate(_MARKS.finditer(marked)):
+        position, is_start, index = events[order]
+        if is_start:
+            starts[index] = mark.start() - order
+        else:
+            ends[index] = mark.start() - order
+    text = marked.replace(_START_MARK, "").replace(_END_MARK, "")
+    links: list[LinkMention] = []
+    for index, (_start, _end, target) in enumerate(spans):
+        start, end = starts[index], ends[index]
+        while start < end and text[start].isspace():
+            start += 1
+        while end > start and text[end - 1].isspace():
+            end -= 1
+        if start >= end:
+            counts["dropped_in_tidy"] = counts.get("dropped_in_tidy", 0) + 1
+            continue
+        links.append(LinkMention(start, end, text[start:end], target))
+    return text, links
+
+
+def _tidy_mapped(raw: str, spans: list[tuple[int, int, str]],
+                 counts: dict[str, int]) -> tuple[str, list[LinkMention]]:
     """Fold whitespace and empty parentheses; carry mention offsets through."""
     text, spans = _substitute(raw, _TIDY_PUNCT, lambda _m: "", spans)
     text, spans = _substitute(text, _TIDY_SPACE, _space_replacement, spans)
@@ -463,3 +562,7 @@ def _substitute(text: str, pattern: re.Pattern[str], replacement: Callable[[re.M
         return new_ends[index] if is_start else new_starts[index]
 
     return "".join(pieces), [(mapped(s, True), mapped(e, False), t) for s, e, t in spans]
+
+
+# At the end: the fast path uses this module's builder and tag tables.
+from pipelines.wikitext.fastrender import Decline, render_fast  # noqa: E402

@@ -1,0 +1,579 @@
+"""A fast path for rendering pre-passed wikitext, exact or declined.
+
+After :mod:`pipelines.wikitext.prepass`, what is left of a page is prose with
+links, bold/italic, headings, lists, entities, a few HTML tags and external
+links. :func:`render_fast` renders that with one regex scan and the same
+rendering decisions as :class:`pipelines.wikitext.extract._Renderer` (the link
+logic is shared), at a fraction of mwparserfromhell's cost (its tokenizer and
+tree builder are ~3/4 of the extraction time).
+
+It is a fast path, not a second parser of record: where its result could
+differ from ``mwparserfromhell.parse`` + ``_Renderer`` it raises
+:class:`Decline` and the caller renders the page with mwparserfromhell. It
+declines on: ``{{`` (the pre-pass leaves none) and tables; apostrophe runs of
+4 or more than 5, or runs that do not pair up within their context (a link
+label, a tag body, a heading, an external link's title); links whose target
+holds characters mwparserfromhell rejects or that look like URLs; list or
+heading markup inside labels; headings whose ``=`` runs differ or whose title
+holds ``=``; tags that are not simply written or not properly nested; HTML
+tables holding links; deep nesting. Small constructs whose parse depends on
+mwparserfromhell's details (entities, tag attributes, external links) are
+checked against mwparserfromhell itself, once per distinct string (cached).
+``tests/test_wikitext_fastrender.py`` checks that the two paths agree on
+every article of the shared dumps and on random markup.
+"""
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from typing import TYPE_CHECKING
+
+import mwparserfromhell
+from mwparserfromhell.definitions import is_scheme
+from mwparserfromhell.nodes import ExternalLink, HTMLEntity, Tag
+
+from pipelines.wikitext.extract import _BLOCK_TAGS, _DROPPED_HTML_TAGS, DROPPED_TAG_REASONS, _Builder
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pipelines.wikitext.extract import _Renderer
+
+TOP, TAG, LABEL, TITLE, HEADING = range(5)
+MAX_DEPTH = 24
+MAX_CACHE = 20_000
+
+_COMMON = (r"\[\[|\[|<|&|\{\{|'{2,}"
+           r"|\n(?=[#*;:=\-]|[ \t]*\{\|)"  # a line that starts with markup
+           r"|(?<=[A-Za-z0-9]):")  # a possible free link ("http:")
+_TOKENS = {
+    TOP: re.compile(_COMMON), TAG: re.compile(_COMMON), HEADING: re.compile(_COMMON),
+    LABEL: re.compile(r"\]\]|" + _COMMON), TITLE: re.compile(r"\]|" + _COMMON),
+}
+# While a ";" list item waits for its ":" (and until the line ends).
+_DL_TOKENS = {ctx: re.compile(pattern.pattern + r"|:|\n") for ctx, pattern in _TOKENS.items()}
+_TARGET = re.compile(r"[^\[\]{}<>\n|]*")
+# A label with nothing to parse in it (no links, tags, entities, styles, URLs, lines).
+_SIMPLE_LABEL = re.compile(r"\|[^\[\]{<&'\n:]*\]\]")
+_URL_START = re.compile(r"//|([A-Za-z0-9+.\-]+):(//)?")
+_LIST_MARKERS = re.compile(r"[#*;:]+")
+_DASHES = re.compile(r"-{4,}")
+_HEADING = re.compile(r"(={1,6})([^=\n]+?)(=+)([^=\n]*)")
+_ENTITY = re.compile(r"&(?:#[xX][0-9a-fA-F]{1,8}|#[0-9]{1,8}|[A-Za-z][A-Za-z0-9]{0,31});")
+_ATTRIBUTES = r"(?:\s+[^\s<>\"'=/\[\]{}]+(?:\s*=\s*(?:\"[^\"<>\[\]{}]*\"|'[^'<>\[\]{}]*'|[^\s<>\"'=`\[\]{}]+))?)*\s*"
+_OPEN_TAG = re.compile(r"<([A-Za-z][A-Za-z0-9]*)(" + _ATTRIBUTES + r")(/?)>")
+_CLOSE_TAG = re.compile(r"</([A-Za-z][A-Za-z0-9]*)\s*>")
+_URL_END = re.compile(r"[\s\[\]<>\"]|''")
+_ALNUM = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
+_ALNUM_OR_COLON = _ALNUM | {":"}
+_VOID = frozenset(("br", "hr", "wbr"))
+
+_entity_cache: dict[str, str | None] = {}
+_tag_cache: dict[tuple[str, str], bool] = {}
+_url_cache: dict[str, int] = {}
+_ext_cache: dict[str, tuple[bool, str | None]] = {}
+
+
+class Decline(Exception):
+    """The fast path cannot promise mwparserfromhell's result here."""
+
+
+def _cached(cache: dict, key, compute):
+    value = cache.get(key, cache)
+    if value is cache:
+        if len(cache) >= MAX_CACHE:
+            cache.clear()
+        value = cache[key] = compute(key)
+    return value
+
+
+def _entity_char(entity: str) -> str | None:
+    nodes = mwparserfromhell.parse(entity).nodes
+    if len(nodes) == 1 and type(nodes[0]) is HTMLEntity:
+        return nodes[0].normalize()
+    return None
+
+
+def _tag_ok(key: tuple[str, str]) -> bool:
+    """Whether mwparserfromhell reads ``open + 'x' + close`` (or a void ``open``) as one tag."""
+    open_tag, close_tag = key
+    test = open_tag + ("x" + close_tag if close_tag else "")
+    nodes = mwparserfromhell.parse(test).nodes
+    return len(nodes) == 1 and type(nodes[0]) is Tag and str(nodes[0]) == test and not nodes[0].wiki_markup
+
+
+def _free_url_length(candidate: str) -> int:
+    """Length of the free external link at the start of ``candidate`` (0: none)."""
+    nodes = mwparserfromhell.parse(candidate).nodes
+    if nodes and type(nodes[0]) is ExternalLink and not nodes[0].brackets:
+        return len(str(nodes[0]))
+    return 0
+
+
+def _bracket_link(candidate: str) -> tuple[bool, str | None]:
+    """(is ``candidate`` exactly one bracketed external link, its raw title or None)."""
+    nodes = mwparserfromhell.parse(candidate).nodes
+    if len(nodes) == 1 and type(nodes[0]) is ExternalLink and nodes[0].brackets \
+            and str(nodes[0]) == candidate:
+        title = nodes[0].title
+        return True, None if title is None else str(title)
+    return False, None
+
+
+def render_fast(text: str, renderer: "_Renderer", out: "_Builder") -> None:
+    """Render ``text`` into ``out`` as ``renderer.render(mwparserfromhell.parse(text))`` would.
+
+    Raises :class:`Decline` (with ``out`` and ``renderer.counts`` partly
+    written: the caller starts again from copies) where it cannot be sure.
+    """
+    _FastScan(text, renderer).scan(0, len(text), TOP, out, False)
+
+
+class _FastScan:
+    __slots__ = ("text", "r", "depth", "links_seen")
+
+    def __init__(self, text: str, renderer: "_Renderer") -> None:
+        self.text = text
+        self.r = renderer
+        self.depth = 0
+        self.links_seen = 0
+
+    def scan(self, pos: int, end: int, ctx: int, out: "_Builder", in_label: bool,
+             tag: str = "") -> int:
+        try:
+            return self._scan(pos, end, ctx, out, in_label, tag)
+        except Decline as decline:
+            if len(decline.args) == 1:  # where it happened: the innermost context's start
+                decline.args = (*decline.args, pos)
+            raise
+
+    def _scan(self, pos: int, end: int, ctx: int, out: "_Builder", in_label: bool,
+              tag: str) -> int:
+        """Render ``text[pos:end]`` in context ``ctx``; return where the context ended.
+
+        LABEL returns the position of its "]]", TITLE of its "]", TAG the end of
+        its closing tag; TOP and HEADING run to ``end``.
+        """
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise Decline("nesting")
+        text = self.text
+        r = self.r
+        clean = r.clean_text
+        styles = _Styles()
+        text_from = pos  # start of the pending text run
+        node_end = pos  # end of the last parsed node (mwparserfromhell's text buffer starts there)
+        dl_term = False
+        if pos == 0 and ctx == TOP and end:
+            text_from = node_end = pos = self.line_start(0, end, ctx, out, in_label, styles)
+            if pos < 0:
+                text_from = node_end = pos = -pos - 1
+                dl_term = True
+        while True:
+            match = (_DL_TOKENS if dl_term else _TOKENS)[ctx].search(text, pos, end)
+            if match is None:
+                break
+            start = match.start()
+            token = match.group()
+            first = token[0]
+            if first == "[":
+                if token == "[[":
+                    if text_from < start:
+                        out.emit(clean(text[text_from:start]))
+                    pos = text_from = node_end = self.wikilink(start, end, out, in_label)
+                    continue
+                if ctx == TITLE or not _looks_like_url(text, start + 1):
+                    pos = start + 1  # "[" as text
+                    continue
+                close = text.find("]", start, end)
+                line_end = text.find("\n", start, end)
+                if close < 0 or (0 <= line_end < close):
+                    raise Decline("bracket")
+                is_link, title = _cached(_ext_cache, text[start:close + 1], _bracket_link)
+                if not is_link:
+                    raise Decline("external link")
+                if text_from < start:
+                    out.emit(clean(text[text_from:start]))
+                r.bump("external_links")
+                if title is not None:
+                    self.scan(close - len(title), close + 1, TITLE, out, in_label)
+                pos = text_from = node_end = close + 1
+                continue
+            if first == "'":
+                run = len(token)
+                # mwparserfromhell reads '''' as "'" + ''' and 6+ as the extra "'"s + '''''.
+                extra = 1 if run == 4 else max(run - 5, 0)
+                if text_from < start + extra:
+                    out.emit(clean(text[text_from:start + extra]))
+                styles.run(run - extra, start)
+                pos = text_from = node_end = match.end()
+                continue
+            if first == "<":
+                resume = self.tag(start, end, ctx, out, in_label, tag, text_from, styles)
+                if resume is None:  # "<" as text
+                    pos = start + 1
+                elif resume < 0:  # this context's closing tag
+                    return -resume - 1
+                else:
+                    pos = text_from = node_end = resume
+                continue
+            if first == "&":
+                entity = _ENTITY.match(text, start)
+                char = _cached(_entity_cache, entity.group(), _entity_char) if entity else None
+                if char is None:
+                    pos = start + 1
+                    continue
+                if text_from < start:
+                    out.emit(clean(text[text_from:start]))
+                out.emit(char)
+                pos = text_from = node_end = entity.end()
+                continue
+            if first == ":":
+                if ctx != TITLE and start > 0 and text[start - 1] in _ALNUM:
+                    length = self.free_link(start, end, node_end)
+                    if length:
+                        scheme_start = start - len(_scheme_before(text, start, node_end))
+                        if text_from < scheme_start:
+                            out.emit(clean(text[text_from:scheme_start]))
+                        r.bump("external_links")
+                        pos = text_from = node_end = scheme_start + length
+                        continue
+                if dl_term:  # the ":" of "; term : definition" is a list marker
+                    if text_from < start:
+                        out.emit(clean(text[text_from:start]))
+                    dl_term = False
+                    pos = text_from = node_end = start + 1
+                    continue
+                pos = start + 1
+                continue
+            if first == "\n":
+                dl_term = False
+                pos = start + 1
+                if pos < end and _starts_line_markup(text, pos):
+                    if text_from < pos:
+                        out.emit(clean(text[text_from:pos]))
+                    new_pos = self.line_start(pos, end, ctx, out, in_label, styles)
+                    if new_pos < 0:
+                        new_pos = -new_pos - 1
+                        dl_term = True
+                    pos = text_from = node_end = new_pos
+                continue
+            if first == "]":
+                if text_from < start:
+                    out.emit(clean(text[text_from:start]))
+                if styles:
+                    raise Decline("open style")
+                self.depth -= 1
+                return start
+            raise Decline("template")  # "{{"
+        if text_from < end:
+            out.emit(clean(text[text_from:end]))
+        if styles:
+            if ctx != TOP:
+                raise Decline("open style")
+            styles.settle()
+        if ctx in (LABEL, TITLE, TAG):
+            raise Decline("unclosed")
+        self.depth -= 1
+        return end
+
+    # -- line starts: lists, headings, rules --------------------------------------------
+    def line_start(self, pos: int, end: int, ctx: int, out: "_Builder", in_label: bool,
+                   styles: "_Styles") -> int:
+        """Handle markup at a line start; return the position after it.
+
+        A negative result ``-p - 1`` means "p, and a ';' list item now waits for its ':'".
+        """
+        text = self.text
+        char = text[pos]
+        if char not in "#*;:=-{ \t":
+            return pos
+        if ctx not in (TOP, TAG):
+            raise Decline("line markup inside a link, title or heading")
+        if char in "#*;:":
+            styles.crossing()
+            markers = _LIST_MARKERS.match(text, pos, end)
+            after = markers.end()
+            return -after - 1 if ";" in markers.group() else after
+        if char == "-":
+            dashes = _DASHES.match(text, pos, end)
+            if dashes is None:
+                return pos
+            out.emit("\n")
+            return dashes.end()
+        if char == "=":
+            line_end = text.find("\n", pos, end)
+            heading = _HEADING.fullmatch(text, pos, end if line_end < 0 else line_end)
+            if heading is None or len(heading.group(1)) != len(heading.group(3)) \
+                    or not heading.group(2).strip(" \t"):
+                raise Decline("heading")
+            styles.crossing()
+            if self.r.config.keep_headings:
+                out.emit("\n")
+                self.scan(heading.start(2), heading.end(2), HEADING, out, in_label)
+                out.emit("\n")
+            return heading.end(3)
+        if text[pos:pos + 200].lstrip(" \t").startswith("{|"):
+            raise Decline("table")
+        return pos
+
+    # -- links ------------------------------------------------------------------------
+    def wikilink(self, start: int, end: int, out: "_Builder", in_label: bool) -> int:
+        """Render the link at ``start`` ("[["); return where the text after it resumes."""
+        text = self.text
+        r = self.r
+        if _looks_like_url(text, start + 2):
+            raise Decline("link that looks like a URL")
+        target_end = _TARGET.match(text, start + 2, end).end()
+        raw_target = text[start + 2:target_end]
+        if not raw_target.strip() or "''" in raw_target:
+            raise Decline("link target")
+        self.links_seen += 1
+        if text.startswith("]]", target_end):
+            raw_label = None
+            link_end = target_end + 2
+            label_text, label_counts, caption_links = "", None, 0
+        elif (simple := _SIMPLE_LABEL.match(text, target_end, end)) is not None:
+            raw_label = text[target_end + 1:simple.end() - 2]  # plain text: one Text node
+            link_end = simple.end()
+            label_text, label_counts, caption_links = None, None, 0
+        elif text.startswith("|", target_end):
+            label_out = _Builder()
+            saved = r.counts
+            r.counts = {}
+            seen = self.links_seen
+            try:
+                label_end = self.scan(target_end + 1, end, LABEL, label_out, True)
+            finally:
+                label_counts, r.counts = r.counts, saved
+            caption_links = self.links_seen - seen
+            raw_label = text[target_end + 1:label_end]
+            label_text = label_out.text()
+            link_end = label_end + 2
+        else:
+            raise Decline("link target")
+
+        def render_label() -> str:
+            if label_text is None:
+                return r.clean_text(raw_label)
+            if label_counts:
+                counts = r.counts
+                for key, value in label_counts.items():
+                    counts[key] = counts.get(key, 0) + value
+            return label_text
+
+        following = text[link_end:min(end, link_end + 100)]
+        trail = r.link(raw_target, raw_label, render_label, lambda: caption_links, following,
+                       out, in_label)
+        if trail and following[trail:trail + 1] in _ALNUM_OR_COLON:
+            # The letters after the link may begin a free link ("[[a]]http://..."):
+            # mwparserfromhell would not take them as a trail.
+            scheme = _scheme_run(text, link_end, end)
+            if text.startswith(":", link_end + len(scheme)) and is_scheme(
+                    scheme, text.startswith("//", link_end + len(scheme) + 1)):
+                raise Decline("trail before a free link")
+        return link_end + trail
+
+    def free_link(self, colon: int, end: int, node_end: int) -> int:
+        """Length of the free external link whose scheme ends at ``colon`` (0: none)."""
+        text = self.text
+        scheme = _scheme_before(text, colon, node_end)
+        start = colon - len(scheme)
+        if not scheme or (start > node_end and not _is_boundary(text[start - 1])):
+            return 0
+        slashes = text.startswith("//", colon + 1)
+        if not is_scheme(scheme, slashes):
+            return 0
+        stop = _URL_END.search(text, colon + 1, end)
+        candidate = text[start:stop.start() if stop else end]
+        return _cached(_url_cache, candidate, _free_url_length)
+
+    # -- tags -------------------------------------------------------------------------
+    def tag(self, start: int, end: int, ctx: int, out: "_Builder", in_label: bool, current: str,
+            text_from: int, styles: "_Styles") -> int | None:
+        """Render the tag at ``start``; return where text resumes.
+
+        ``-p - 1`` when it is the closing tag of the context being scanned;
+        None when the "<" is text.
+        """
+        text = self.text
+        r = self.r
+        if text.startswith("</", start):
+            close = _CLOSE_TAG.match(text, start, end)
+            if ctx == TAG and close is not None and close.group(1).lower() == current:
+                if text_from < start:
+                    out.emit(r.clean_text(text[text_from:start]))
+                if styles:
+                    raise Decline("open style")
+                self.depth -= 1
+                return -close.end() - 1
+            if start + 2 < end and text[start + 2].isalpha():
+                raise Decline("closing tag")
+            return None
+        opening = _OPEN_TAG.match(text, start, end)
+        if opening is None:
+            if start + 1 < end and text[start + 1].isalpha():
+                raise Decline("tag")
+            return None
+        name = opening.group(1).lower()
+        self_closing = bool(opening.group(3)) or name in _VOID
+        if text_from < start:
+            out.emit(r.clean_text(text[text_from:start]))
+        reason = DROPPED_TAG_REASONS.get(name) or _DROPPED_HTML_TAGS.get(name)
+        block = name in _BLOCK_TAGS
+        if self_closing:
+            if not _cached(_tag_cache, (opening.group(), ""), _tag_ok):
+                raise Decline("tag")
+            if reason:
+                if name == "table":
+                    out.emit("\n")
+            elif block:
+                out.emit("\n\n")
+            return opening.end()
+        close_at = _matching_close(text, name, opening.end(), end)
+        if close_at is None:
+            raise Decline("unclosed tag")
+        close = _CLOSE_TAG.match(text, close_at, end)
+        if not _cached(_tag_cache, (opening.group(), close.group()), _tag_ok):
+            raise Decline("tag")
+        if reason:
+            if "[[" in text[opening.end():close_at]:
+                raise Decline("links in a dropped tag")
+            if name == "table":
+                out.emit("\n")
+            return close.end()
+        if block:
+            out.emit("\n")
+        resume = self.scan(opening.end(), end, TAG, out, in_label, name)
+        if resume != close.end():
+            raise Decline("tag nesting")
+        if block:
+            out.emit("\n")
+        return resume
+
+
+class _Styles:
+    """Apostrophe runs of one context, as mwparserfromhell pairs them.
+
+    Runs of '' ''' ''''' that nest properly are bold/italic markup: all vanish.
+    Where only '' occur in a context, pairing does not matter either: every
+    run vanishes whether mwparserfromhell reads it as markup or as text (the
+    renderer drops leftover runs), so an unclosed '' is fine ("loose").
+    Anything else is declined.
+    """
+
+    __slots__ = ("stack", "bold_seen", "loose", "last")
+
+    def __init__(self) -> None:
+        self.stack: list[str] = []
+        self.bold_seen = False
+        self.loose = False
+        self.last = 0  # where the last run was (for Decline's position)
+
+    def run(self, length: int, at: int) -> None:
+        self.last = at
+        if length == 2:
+            if not self.loose:
+                _style(self.stack, 2, at)
+            return
+        if self.loose:
+            raise Decline("bold after a loose italic", at)
+        self.bold_seen = True
+        _style(self.stack, length, at)
+
+    def crossing(self) -> None:
+        """A heading or list item starts while styles are open."""
+        if self.stack:
+            self.settle()
+
+    def settle(self) -> None:
+        """The context ends (or a block starts) with styles still open."""
+        if self.bold_seen or any(style != "i" for style in self.stack):
+            raise Decline("open style", self.last)
+        self.stack.clear()
+        self.loose = True
+
+    def __bool__(self) -> bool:
+        return bool(self.stack)
+
+
+def _style(styles: list[str], run: int, at: int) -> None:
+    """Track '' / ''' / ''''' as mwparserfromhell pairs them; decline on anything unusual."""
+    top = styles[-1] if styles else ""
+    if run == 2:
+        if top == "i":
+            styles.pop()
+        elif top == "5":
+            styles[-1] = "b"
+        elif "i" in styles or "5" in styles:
+            raise Decline("style nesting", at)
+        else:
+            styles.append("i")
+    elif run == 3:
+        if top == "b":
+            styles.pop()
+        elif top == "5":
+            styles[-1] = "i"
+        elif "b" in styles or "5" in styles:
+            raise Decline("style nesting", at)
+        else:
+            styles.append("b")
+    elif run == 5:
+        if not styles:
+            styles.append("5")
+        elif top == "5":
+            styles.pop()
+        elif styles == ["b", "i"] or styles == ["i", "b"]:
+            styles.clear()
+        else:
+            raise Decline("style nesting", at)
+    else:
+        raise Decline("apostrophes", at)
+
+
+def _looks_like_url(text: str, pos: int) -> bool:
+    """Whether mwparserfromhell would try an external link at ``pos`` ("//", "http://", "mailto:")."""
+    match = _URL_START.match(text, pos)
+    if match is None:
+        return False
+    return match.group(1) is None or is_scheme(match.group(1), bool(match.group(2)))
+
+
+def _starts_line_markup(text: str, pos: int) -> bool:
+    return text[pos] in "#*;:=-{ \t"
+
+
+def _scheme_before(text: str, colon: int, limit: int) -> str:
+    start = colon
+    while start > limit and text[start - 1] in _ALNUM:
+        start -= 1
+    return text[start:colon]
+
+
+def _scheme_run(text: str, pos: int, end: int) -> str:
+    stop = pos
+    while stop < end and text[stop] in _ALNUM:
+        stop += 1
+    return text[pos:stop]
+
+
+def _is_boundary(char: str) -> bool:
+    """A character that ends mwparserfromhell's backward scan for a URL scheme."""
+    return not (char.isalnum() or char == "_")
+
+
+@lru_cache(maxsize=256)
+def _tag_pattern(name: str) -> re.Pattern[str]:
+    return re.compile(rf"<(/?){name}(?=[\s/>])", re.IGNORECASE)
+
+
+def _matching_close(text: str, name: str, pos: int, end: int) -> int | None:
+    """Start of the ``</name>`` that closes a ``<name>`` opened before ``pos``."""
+    depth = 1
+    for match in _tag_pattern(name).finditer(text, pos, end):
+        if match.group(1):
+            depth -= 1
+            if depth == 0:
+                return match.start()
+        elif not text.startswith("/>", text.find(">", match.end()) - 1):
+            depth += 1
+    return None
+

@@ -441,12 +441,14 @@ def _trail_rule(pattern: str | None) -> Callable[[str], int]:
 _START_MARK, _END_MARK = "\ue000", "\ue001"  # private-use: where mentions begin and end
 _MARKS = re.compile("[\ue000\ue001]")
 # _TIDY_PUNCT with its look-arounds seeing through the marks.
+# (Group 1 keeps a "(" and its mark: replaced with r"\1".)
 _TIDY_PUNCT_MARKED = re.compile(
     r"[(\uff08][^\S\n]*[,;:]?[^\S\n]*[)\uff09]"
-    r"|(?:(?<=\()|(?<=\(\ue000)|(?<=\(\ue001))[^\S\n]+"
+    r"|(\([\ue000\ue001]?)[^\S\n]+"
     r"|[^\S\n]+(?=[\ue000\ue001]*[,.)])")
 # Mention edges that the empty-parentheses pattern could swallow: then the slow form.
-_OPENING_EDGE = _CLOSING_EDGE = frozenset("(),;:\uff08\uff09")
+_OPENING_EDGE = frozenset(",;:)\uff09")  # a start mark there could sit inside "( , )"
+_CLOSING_EDGE = frozenset("(\uff08,;:")  # and an end mark there
 
 
 def _tidy(raw: str, spans: list[tuple[int, int, str]],
@@ -461,8 +463,7 @@ def _tidy(raw: str, spans: list[tuple[int, int, str]],
     used instead (rare).
     """
     if "\ue000" in raw or "\ue001" in raw or any(
-            raw[start] in _OPENING_EDGE or raw[end - 1] in _CLOSING_EDGE
-            for start, end, _target in spans if start < end):
+            _edge_in_parentheses(raw, start, end) for start, end, _target in spans if start < end):
         return _tidy_mapped(raw, spans, counts)
     events = sorted([(end, 0, index) for index, (_start, end, _t) in enumerate(spans)]
                     + [(start, 1, index) for index, (start, _end, _t) in enumerate(spans)])
@@ -473,8 +474,8 @@ def _tidy(raw: str, spans: list[tuple[int, int, str]],
         pieces.append(_START_MARK if is_start else _END_MARK)
         last = position
     pieces.append(raw[last:])
-    marked = _TIDY_PUNCT_MARKED.sub("", "".join(pieces))
-    marked = _TIDY_SPACE.sub(_space_replacement, marked).strip()
+    marked = _TIDY_PUNCT_MARKED.sub(r"\1", "".join(pieces))
+    marked = _TIDY_SPACE.sub(_space_replacement, marked)
     starts = [0] * len(spans)
     ends = [0] * len(spans)
     for order, mark in enumerate(_MARKS.finditer(marked)):
@@ -484,9 +485,11 @@ def _tidy(raw: str, spans: list[tuple[int, int, str]],
         else:
             ends[index] = mark.start() - order
     text = marked.replace(_START_MARK, "").replace(_END_MARK, "")
+    leading = len(text) - len(text.lstrip())
+    text = text.strip()
     links: list[LinkMention] = []
     for index, (_start, _end, target) in enumerate(spans):
-        start, end = starts[index], ends[index]
+        start, end = max(starts[index] - leading, 0), min(ends[index] - leading, len(text))
         while start < end and text[start].isspace():
             start += 1
         while end > start and text[end - 1].isspace():
@@ -496,6 +499,26 @@ def _tidy(raw: str, spans: list[tuple[int, int, str]],
             continue
         links.append(LinkMention(start, end, text[start:end], target))
     return text, links
+
+
+_EMPTY_PARENTHESES = re.compile(r"[(\uff08][^\S\n]*[,;:]?[^\S\n]*[)\uff09]")
+
+
+def _edge_in_parentheses(raw: str, start: int, end: int) -> bool:
+    """Whether a mention edge touches empty parentheses the tidy removes ("(, )", "( )").
+
+    A mark there could end up inside the removed text or between two spaces
+    that would otherwise fold into one: the offset-mapping tidy handles it.
+    """
+    first, last = raw[start], raw[end - 1]
+    if first in _OPENING_EDGE or last in _CLOSING_EDGE:
+        return True
+    if first in "(\uff08" and _EMPTY_PARENTHESES.match(raw, start):
+        return True
+    if last in ")\uff09":
+        opening = max(raw.rfind("(", 0, end), raw.rfind("\uff08", 0, end))
+        return opening >= 0 and _EMPTY_PARENTHESES.fullmatch(raw, opening, end) is not None
+    return False
 
 
 def _tidy_mapped(raw: str, spans: list[tuple[int, int, str]],

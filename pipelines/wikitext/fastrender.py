@@ -64,6 +64,7 @@ _CLOSE_TAG = re.compile(r"</([A-Za-z][A-Za-z0-9]*)\s*>")
 _URL_END = re.compile(r"[\s\[\]<>\"]|''")
 _ALNUM = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
 _ALNUM_OR_COLON = _ALNUM | {":"}
+_STRAY = frozenset("[]{}")
 _VOID = frozenset(("br", "hr", "wbr"))
 
 _entity_cache: dict[str, str | None] = {}
@@ -124,6 +125,8 @@ def render_fast(text: str, renderer: "_Renderer", out: "_Builder") -> None:
     Raises :class:`Decline` (with ``out`` and ``renderer.counts`` partly
     written: the caller starts again from copies) where it cannot be sure.
     """
+    if "'\ufdd0" in text or "\ufdd0'" in text:  # the renderer drops the mark, joining quotes
+        raise Decline("mark between apostrophes")
     _FastScan(text, renderer).scan(0, len(text), TOP, out, False)
 
 
@@ -178,7 +181,8 @@ class _FastScan:
                 if token == "[[":
                     if text_from < start:
                         out.emit(clean(text[text_from:start]))
-                    pos = text_from = node_end = self.wikilink(start, end, out, in_label)
+                    node_end, trail = self.wikilink(start, end, out, in_label)
+                    pos = text_from = node_end + trail  # the trail is still the parser's text
                     continue
                 if ctx == TITLE or not _looks_like_url(text, start + 1):
                     pos = start + 1  # "[" as text
@@ -201,6 +205,8 @@ class _FastScan:
                 run = len(token)
                 # mwparserfromhell reads '''' as "'" + ''' and 6+ as the extra "'"s + '''''.
                 extra = 1 if run == 4 else max(run - 5, 0)
+                if run == 2 and (text[start - 1:start] in _STRAY or text[start + 2:start + 3] in _STRAY):
+                    styles.risky = True  # as text, the run would let "]" + "]" meet in one node
                 if text_from < start + extra:
                     out.emit(clean(text[text_from:start + extra]))
                 styles.run(run - extra, start)
@@ -228,15 +234,18 @@ class _FastScan:
                 continue
             if first == ":":
                 if ctx != TITLE and start > 0 and text[start - 1] in _ALNUM:
-                    length = self.free_link(start, end, node_end)
-                    if length:
-                        scheme_start = start - len(_scheme_before(text, start, node_end))
-                        if text_from < scheme_start:
-                            out.emit(clean(text[text_from:scheme_start]))
+                    link = self.free_link(start, end, node_end)
+                    if link:
+                        link_start, link_end, url_end = link
+                        if text_from < link_start:
+                            out.emit(clean(text[text_from:link_start]))
                         r.bump("external_links")
-                        pos = text_from = node_end = scheme_start + length
+                        text_from = node_end = link_end
+                        pos = url_end  # trailing punctuation left out of the URL is plain text
                         continue
                 if dl_term:  # the ":" of "; term : definition" is a list marker
+                    if styles or styles.loose:  # unless a bold/italic context holds it
+                        raise Decline("style in a definition term")
                     if text_from < start:
                         out.emit(clean(text[text_from:start]))
                     dl_term = False
@@ -245,6 +254,8 @@ class _FastScan:
                 pos = start + 1
                 continue
             if first == "\n":
+                if dl_term and (styles or styles.loose):
+                    raise Decline("style in a definition term")
                 dl_term = False
                 pos = start + 1
                 if pos < end and _starts_line_markup(text, pos):
@@ -289,7 +300,7 @@ class _FastScan:
         if ctx not in (TOP, TAG):
             raise Decline("line markup inside a link, title or heading")
         if char in "#*;:":
-            styles.crossing()
+            styles.crossing(ctx)
             markers = _LIST_MARKERS.match(text, pos, end)
             after = markers.end()
             return -after - 1 if ";" in markers.group() else after
@@ -305,7 +316,7 @@ class _FastScan:
             if heading is None or len(heading.group(1)) != len(heading.group(3)) \
                     or not heading.group(2).strip(" \t"):
                 raise Decline("heading")
-            styles.crossing()
+            styles.crossing(ctx)
             if self.r.config.keep_headings:
                 out.emit("\n")
                 self.scan(heading.start(2), heading.end(2), HEADING, out, in_label)
@@ -316,8 +327,8 @@ class _FastScan:
         return pos
 
     # -- links ------------------------------------------------------------------------
-    def wikilink(self, start: int, end: int, out: "_Builder", in_label: bool) -> int:
-        """Render the link at ``start`` ("[["); return where the text after it resumes."""
+    def wikilink(self, start: int, end: int, out: "_Builder", in_label: bool) -> tuple[int, int]:
+        """Render the link at ``start`` ("[["); return its end and its trail's length."""
         text = self.text
         r = self.r
         if _looks_like_url(text, start + 2):
@@ -370,21 +381,26 @@ class _FastScan:
             if text.startswith(":", link_end + len(scheme)) and is_scheme(
                     scheme, text.startswith("//", link_end + len(scheme) + 1)):
                 raise Decline("trail before a free link")
-        return link_end + trail
+        return link_end, trail
 
-    def free_link(self, colon: int, end: int, node_end: int) -> int:
-        """Length of the free external link whose scheme ends at ``colon`` (0: none)."""
+    def free_link(self, colon: int, end: int, node_end: int) -> tuple[int, int, int] | None:
+        """(start, end, end of URL characters) of the free link whose scheme ends at ``colon``."""
         text = self.text
         scheme = _scheme_before(text, colon, node_end)
         start = colon - len(scheme)
         if not scheme or (start > node_end and not _is_boundary(text[start - 1])):
-            return 0
+            return None
         slashes = text.startswith("//", colon + 1)
         if not is_scheme(scheme, slashes):
-            return 0
+            return None
         stop = _URL_END.search(text, colon + 1, end)
-        candidate = text[start:stop.start() if stop else end]
-        return _cached(_url_cache, candidate, _free_url_length)
+        if stop is None and end < len(text):  # runs to a heading's "=": ends there, not in a lone parse
+            raise Decline("free link at the end of a heading")
+        candidate = text[start:stop.end() if stop else end]  # with what ends the URL
+        length = _cached(_url_cache, candidate, _free_url_length)
+        if not length:
+            return None
+        return start, start + length, max(start + length, stop.start() if stop else end)
 
     # -- tags -------------------------------------------------------------------------
     def tag(self, start: int, end: int, ctx: int, out: "_Builder", in_label: bool, current: str,
@@ -437,9 +453,18 @@ class _FastScan:
         if reason:
             if "[[" in text[opening.end():close_at]:
                 raise Decline("links in a dropped tag")
+            # Not shown, but parsed: what the body holds decides whether the tag is one.
+            saved = r.counts
+            r.counts = {}
+            try:
+                resume = self.scan(opening.end(), end, TAG, _Builder(), in_label, name)
+            finally:
+                r.counts = saved
+            if resume != close.end():
+                raise Decline("tag nesting")
             if name == "table":
                 out.emit("\n")
-            return close.end()
+            return resume
         if block:
             out.emit("\n")
         resume = self.scan(opening.end(), end, TAG, out, in_label, name)
@@ -460,12 +485,13 @@ class _Styles:
     Anything else is declined.
     """
 
-    __slots__ = ("stack", "bold_seen", "loose", "last")
+    __slots__ = ("stack", "bold_seen", "loose", "last", "risky")
 
     def __init__(self) -> None:
         self.stack: list[str] = []
         self.bold_seen = False
         self.loose = False
+        self.risky = False  # a '' next to a bracket or brace: not safe to read loosely
         self.last = 0  # where the last run was (for Decline's position)
 
     def run(self, length: int, at: int) -> None:
@@ -479,14 +505,16 @@ class _Styles:
         self.bold_seen = True
         _style(self.stack, length, at)
 
-    def crossing(self) -> None:
+    def crossing(self, ctx: int) -> None:
         """A heading or list item starts while styles are open."""
         if self.stack:
+            if ctx != TOP:  # an italic left open in a tag's body can unmake the tag
+                raise Decline("open style in a tag")
             self.settle()
 
     def settle(self) -> None:
         """The context ends (or a block starts) with styles still open."""
-        if self.bold_seen or any(style != "i" for style in self.stack):
+        if self.bold_seen or self.risky or any(style != "i" for style in self.stack):
             raise Decline("open style", self.last)
         self.stack.clear()
         self.loose = True

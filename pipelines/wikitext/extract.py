@@ -474,8 +474,10 @@ def _tidy(raw: str, spans: list[tuple[int, int, str]],
         pieces.append(_START_MARK if is_start else _END_MARK)
         last = position
     pieces.append(raw[last:])
-    marked = _TIDY_PUNCT_MARKED.sub(r"\1", "".join(pieces))
-    marked = _TIDY_SPACE.sub(_space_replacement, marked)
+    marked = _tidy_punctuation("".join(pieces))
+    # = _TIDY_SPACE.sub(_space_replacement, marked) up to leading/trailing space (stripped
+    # below): a run with a newline becomes "\n", any other run " "; linear, in C.
+    marked = "\n".join(filter(None, (" ".join(line.split()) for line in marked.split("\n"))))
     starts = [0] * len(spans)
     ends = [0] * len(spans)
     for order, mark in enumerate(_MARKS.finditer(marked)):
@@ -502,6 +504,50 @@ def _tidy(raw: str, spans: list[tuple[int, int, str]],
 
 
 _EMPTY_PARENTHESES = re.compile(r"[(\uff08][^\S\n]*[,;:]?[^\S\n]*[)\uff09]")
+# The first two branches of _TIDY_PUNCT_MARKED (both start at a parenthesis).
+_PARENTHESES = re.compile(r"[(\uff08][^\S\n]*[,;:]?[^\S\n]*[)\uff09]|\([\ue000\ue001]?([^\S\n]+)")
+# Punctuation right after spaces (marks between): where the third branch matches.
+_SPACED_PUNCTUATION = re.compile(
+    r"[,.)](?:(?<=[^\S\n].)|(?<=[^\S\n][\ue000\ue001].)|(?<=[^\S\n][\ue000\ue001]{2}.))")
+
+
+def _tidy_punctuation(text: str) -> str:
+    """``_TIDY_PUNCT_MARKED.sub(r"\\1", text)``, found from the rare characters it needs.
+
+    The regex tries its space branch at every space; this finds the same
+    matches from "(" and from punctuation that follows spaces (both rare), and
+    keeps the regex's leftmost-first rule: a space run inside a parenthesis
+    match is not matched again.
+    """
+    cuts: list[tuple[int, int]] = []
+    taken: list[tuple[int, int]] = []
+    if "(" in text or "\uff08" in text:
+        for match in _PARENTHESES.finditer(text):
+            taken.append(match.span())
+            cuts.append(match.span(1) if match.group(1) else match.span())
+    for match in _SPACED_PUNCTUATION.finditer(text):
+        end = match.start()
+        while text[end - 1] in "\ue000\ue001":
+            end -= 1
+        start = end
+        while start > 0 and text[start - 1] != "\n" and text[start - 1].isspace():
+            start -= 1
+        index = bisect_right(taken, (start, len(text) + 1)) - 1
+        if index >= 0 and taken[index][1] > start:
+            continue  # inside a parenthesis match
+        cuts.append((start, end))
+    if not cuts:
+        return text
+    cuts.sort()
+    pieces: list[str] = []
+    last = 0
+    for start, end in cuts:
+        if start < last:
+            continue
+        pieces.append(text[last:start])
+        last = end
+    pieces.append(text[last:])
+    return "".join(pieces)
 
 
 def _edge_in_parentheses(raw: str, start: int, end: int) -> bool:

@@ -32,7 +32,13 @@ import mwparserfromhell
 from mwparserfromhell.definitions import is_scheme
 from mwparserfromhell.nodes import ExternalLink, HTMLEntity, Tag
 
-from pipelines.wikitext.extract import _BLOCK_TAGS, _DROPPED_HTML_TAGS, DROPPED_TAG_REASONS, _Builder
+from pipelines.wikitext.extract import (
+    _BLOCK_TAGS,
+    _DROPPED_HTML_TAGS,
+    DROPPED_TAG_REASONS,
+    _Builder,
+    unicode_trail_length,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from pipelines.wikitext.extract import _Renderer
@@ -43,7 +49,7 @@ MAX_CACHE = 20_000
 
 _COMMON = (r"\[\[|\[|<|&|\{\{|'{2,}"
            r"|\n(?=[#*;:=\-]|[ \t]*\{\|)"  # a line that starts with markup
-           r"|(?<=[A-Za-z0-9]):")  # a possible free link ("http:")
+           r"|:(?<=[A-Za-z0-9]:)")  # a possible free link ("http:"); each branch starts with a fixed set
 _TOKENS = {
     TOP: re.compile(_COMMON), TAG: re.compile(_COMMON), HEADING: re.compile(_COMMON),
     LABEL: re.compile(r"\]\]|" + _COMMON), TITLE: re.compile(r"\]|" + _COMMON),
@@ -131,13 +137,14 @@ def render_fast(text: str, renderer: "_Renderer", out: "_Builder") -> None:
 
 
 class _FastScan:
-    __slots__ = ("text", "r", "depth", "links_seen")
+    __slots__ = ("text", "r", "depth", "links_seen", "unicode_trails")
 
     def __init__(self, text: str, renderer: "_Renderer") -> None:
         self.text = text
         self.r = renderer
         self.depth = 0
         self.links_seen = 0
+        self.unicode_trails = renderer.trail_length is unicode_trail_length  # trails start with a letter
 
     def scan(self, pos: int, end: int, ctx: int, out: "_Builder", in_label: bool,
              tag: str = "") -> int:
@@ -331,10 +338,10 @@ class _FastScan:
         """Render the link at ``start`` ("[["); return its end and its trail's length."""
         text = self.text
         r = self.r
-        if _looks_like_url(text, start + 2):
-            raise Decline("link that looks like a URL")
         target_end = _TARGET.match(text, start + 2, end).end()
         raw_target = text[start + 2:target_end]
+        if (":" in raw_target or raw_target.startswith("//")) and _looks_like_url(text, start + 2):
+            raise Decline("link that looks like a URL")
         if not raw_target.strip() or "''" in raw_target:
             raise Decline("link target")
         self.links_seen += 1
@@ -371,7 +378,10 @@ class _FastScan:
                     counts[key] = counts.get(key, 0) + value
             return label_text
 
-        following = text[link_end:min(end, link_end + 100)]
+        if link_end < end and (text[link_end].isalpha() or not self.unicode_trails):
+            following = text[link_end:min(end, link_end + 100)]
+        else:
+            following = ""  # no trail can start here
         trail = r.link(raw_target, raw_label, render_label, lambda: caption_links, following,
                        out, in_label)
         if trail and following[trail:trail + 1] in _ALNUM_OR_COLON:

@@ -489,31 +489,35 @@ class _Styles:
     """Apostrophe runs of one context, as mwparserfromhell pairs them.
 
     Runs of '' ''' ''''' that nest properly are bold/italic markup: all vanish.
-    Where only '' occur in a context, pairing does not matter either: every
-    run vanishes whether mwparserfromhell reads it as markup or as text (the
-    renderer drops leftover runs), so an unclosed '' is fine ("loose").
+    At the page's top level an italic left open is common (its other half was
+    in a removed template or ref). mwparserfromhell then pairs the top-level
+    '' differently or reads some as text, but every '' still vanishes (the
+    renderer drops leftover runs) as long as each ''' pairs with the next
+    ''' (with any '' between them paired too): that is the "loose" mode.
     Anything else is declined.
     """
 
-    __slots__ = ("stack", "bold_seen", "loose", "last", "risky")
+    __slots__ = ("stack", "loose", "last", "risky", "bold_open", "italic_in_bold")
 
     def __init__(self) -> None:
         self.stack: list[str] = []
-        self.bold_seen = False
         self.loose = False
         self.risky = False  # a '' next to a bracket or brace: not safe to read loosely
         self.last = 0  # where the last run was (for Decline's position)
+        self.bold_open = False  # loose mode: inside a ''' pair
+        self.italic_in_bold = False  # loose mode: inside a '' pair inside a ''' pair
 
     def run(self, length: int, at: int) -> None:
         self.last = at
-        if length == 2:
-            if not self.loose:
-                _style(self.stack, 2, at)
-            return
-        if self.loose:
+        if not self.loose:
+            _style(self.stack, length, at)
+        elif length == 2:
+            if self.bold_open:
+                self.italic_in_bold = not self.italic_in_bold
+        elif length == 3 and not self.italic_in_bold:
+            self.bold_open = not self.bold_open
+        else:
             raise Decline("bold after a loose italic", at)
-        self.bold_seen = True
-        _style(self.stack, length, at)
 
     def crossing(self, ctx: int) -> None:
         """A heading or list item starts while styles are open."""
@@ -524,24 +528,25 @@ class _Styles:
 
     def settle(self) -> None:
         """The context ends (or a block starts) with styles still open."""
-        if self.bold_seen or self.risky or any(style != "i" for style in self.stack):
+        if self.bold_open or self.italic_in_bold or self.risky \
+                or any(style != "i" for style in self.stack):
             raise Decline("open style", self.last)
         self.stack.clear()
         self.loose = True
 
     def __bool__(self) -> bool:
-        return bool(self.stack)
+        return bool(self.stack) or self.bold_open or self.italic_in_bold
 
 
 def _style(styles: list[str], run: int, at: int) -> None:
     """Track '' / ''' / ''''' as mwparserfromhell pairs them; decline on anything unusual."""
     top = styles[-1] if styles else ""
     if run == 2:
-        if top == "i":
+        if top == "i" or top == "i5":
             styles.pop()
         elif top == "5":
             styles[-1] = "b"
-        elif "i" in styles or "5" in styles:
+        elif "i" in styles or "i5" in styles or "5" in styles:
             raise Decline("style nesting", at)
         else:
             styles.append("i")
@@ -549,7 +554,7 @@ def _style(styles: list[str], run: int, at: int) -> None:
         if top == "b":
             styles.pop()
         elif top == "5":
-            styles[-1] = "i"
+            styles[-1] = "i5"  # the italic half of a ''''' : never read loosely
         elif "b" in styles or "5" in styles:
             raise Decline("style nesting", at)
         else:

@@ -62,7 +62,8 @@ _SIMPLE_LABEL = re.compile(r"\|[^\[\]{<&'\n:]*\]\]")
 _URL_START = re.compile(r"//|([A-Za-z0-9+.\-]+):(//)?")
 _LIST_MARKERS = re.compile(r"[#*;:]+")
 _DASHES = re.compile(r"-{4,}")
-_HEADING = re.compile(r"(={1,6})([^=\n]+?)(=+)([^=\n]*)")
+_EQUALS = re.compile(r"=+")
+_PLAIN_REST = re.compile(r"[^'\[\]<>{}&:]*")
 _ENTITY = re.compile(r"&(?:#[xX][0-9a-fA-F]{1,8}|#[0-9]{1,8}|[A-Za-z][A-Za-z0-9]{0,31});")
 _ATTRIBUTES = r"(?:\s+[^\s<>\"'=/\[\]{}]+(?:\s*=\s*(?:\"[^\"<>\[\]{}]*\"|'[^'<>\[\]{}]*'|[^\s<>\"'=`\[\]{}]+))?)*\s*"
 _OPEN_TAG = re.compile(r"<([A-Za-z][A-Za-z0-9]*)(" + _ATTRIBUTES + r")(/?)>")
@@ -212,7 +213,8 @@ class _FastScan:
                 run = len(token)
                 # mwparserfromhell reads '''' as "'" + ''' and 6+ as the extra "'"s + '''''.
                 extra = 1 if run == 4 else max(run - 5, 0)
-                if run == 2 and (text[start - 1:start] in _STRAY or text[start + 2:start + 3] in _STRAY):
+                if run == 2 and start and text[start - 1] in _STRAY \
+                        and text[start - 1] == text[start + 2:start + 3]:
                     styles.risky = True  # as text, the run would let "]" + "]" meet in one node
                 if text_from < start + extra:
                     out.emit(clean(text[text_from:start + extra]))
@@ -318,17 +320,31 @@ class _FastScan:
             out.emit("\n")
             return dashes.end()
         if char == "=":
+            # As mwparserfromhell reads "== Title ==": the last run of "=" on the line
+            # closes; level = the shorter run (at most 6); the longer run's extra "="
+            # and any "=" inside are title text; what follows the last run is text.
             line_end = text.find("\n", pos, end)
-            heading = _HEADING.fullmatch(text, pos, end if line_end < 0 else line_end)
-            if heading is None or len(heading.group(1)) != len(heading.group(3)) \
-                    or not heading.group(2).strip(" \t"):
+            line_end = end if line_end < 0 else line_end
+            opening = _EQUALS.match(text, pos, line_end).end()
+            closing_end = text.rfind("=", opening, line_end) + 1
+            if closing_end <= opening:
                 raise Decline("heading")
+            closing = closing_end
+            while text[closing - 1] == "=":
+                closing -= 1
+            if closing <= opening or not text[opening:closing].strip(" \t") \
+                    or not _PLAIN_REST.fullmatch(text, closing_end, line_end):
+                # (markup after the closing run can carry the heading over to another line)
+                raise Decline("heading")
+            level = min(opening - pos, closing_end - closing, 6)
             styles.crossing(ctx)
             if self.r.config.keep_headings:
                 out.emit("\n")
-                self.scan(heading.start(2), heading.end(2), HEADING, out, in_label)
+                out.emit("=" * (opening - pos - level))
+                self.scan(opening, closing, HEADING, out, in_label)
+                out.emit("=" * (closing_end - closing - level))
                 out.emit("\n")
-            return heading.end(3)
+            return closing_end
         if text[pos:pos + 200].lstrip(" \t").startswith("{|"):
             raise Decline("table")
         return pos

@@ -301,21 +301,23 @@ class _Renderer:
         return self.link(str(node.title), None if text is None else str(text), render_label,
                          lambda: _count_links(text) if text else 0, trail_source, out, in_label)
 
-    def link(self, raw_target: str, raw_label: str | None, render_label: Callable[[], str],
-             count_caption_links: Callable[[], int], trail_source: str, out: _Builder,
+    def link(self, raw_target: str, raw_label: str | None, render_label: Callable[[], str] | str,
+             count_caption_links: Callable[[], int] | int, trail_source: str, out: _Builder,
              in_label: bool) -> int:
         """Render a link given its parts (shared by both parsers); return the trail length.
 
         ``render_label`` renders the label (counting what it holds) and is
-        called only when the label is shown; ``count_caption_links`` counts
-        the links in a file's caption.
+        called only when the label is shown, or is the label's text when
+        rendering it has no side effects; ``count_caption_links`` counts the
+        links in a file's caption (or is that count).
         """
         target = parse_link_target_with(raw_target, self.table)
         kind = target.kind
         if kind == NAMESPACE and not target.leading_colon and target.ns in (NS_FILE, NS_CATEGORY):
             if target.ns == NS_FILE:
                 self.bump("files")
-                self.bump("links_in_file", count_caption_links())
+                self.bump("links_in_file", count_caption_links if isinstance(count_caption_links, int)
+                          else count_caption_links())
             else:
                 self.bump("categories")
             return 0
@@ -353,12 +355,12 @@ class _Renderer:
 
     @staticmethod
     def label_of(target: LinkTarget, raw_target: str, raw_label: str | None,
-                 render_label: Callable[[], str]) -> str:
+                 render_label: Callable[[], str] | str) -> str:
         """The visible text of a link, before its trail."""
         if raw_label is None:
             shown = decode_title_escapes(raw_target).strip()
             return shown[1:] if shown.startswith(":") else shown
-        label = render_label()
+        label = render_label if isinstance(render_label, str) else render_label()
         if not label.strip() and not raw_label.strip():
             return _pipe_trick(target)  # [[Target|]]
         return label

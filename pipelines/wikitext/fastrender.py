@@ -362,14 +362,14 @@ class _FastScan:
             raise Decline("link target")
         self.links_seen += 1
         if text.startswith("]]", target_end):
-            raw_label = None
-            link_end = target_end + 2
-            label_text, label_counts, caption_links = "", None, 0
-        elif (simple := _SIMPLE_LABEL.match(text, target_end, end)) is not None:
+            return self.finish_link(raw_target, None, "", target_end + 2, end, out, in_label)
+        if (simple := _SIMPLE_LABEL.match(text, target_end, end)) is not None:
             raw_label = text[target_end + 1:simple.end() - 2]  # plain text: one Text node
-            link_end = simple.end()
-            label_text, label_counts, caption_links = None, None, 0
-        elif text.startswith("|", target_end):
+            if "}" in raw_label or "\ufdd0" in raw_label:  # the renderer changes (and counts) those
+                return self.finish_link(raw_target, raw_label, lambda: r.clean_text(raw_label),
+                                        simple.end(), end, out, in_label)
+            return self.finish_link(raw_target, raw_label, raw_label, simple.end(), end, out, in_label)
+        if text.startswith("|", target_end):
             label_out = _Builder()
             saved = r.counts
             r.counts = {}
@@ -386,20 +386,25 @@ class _FastScan:
             raise Decline("link target")
 
         def render_label() -> str:
-            if label_text is None:
-                return r.clean_text(raw_label)
             if label_counts:
                 counts = r.counts
                 for key, value in label_counts.items():
                     counts[key] = counts.get(key, 0) + value
             return label_text
 
+        return self.finish_link(raw_target, raw_label, render_label, link_end, end, out, in_label,
+                                caption_links)
+
+    def finish_link(self, raw_target: str, raw_label: str | None, label, link_end: int,
+                    end: int, out: "_Builder", in_label: bool,
+                    caption_links: int = 0) -> tuple[int, int]:
+        """Render a parsed link with the shared logic; return its end and trail length."""
+        text = self.text
         if link_end < end and (text[link_end].isalpha() or not self.unicode_trails):
             following = text[link_end:min(end, link_end + 100)]
         else:
             following = ""  # no trail can start here
-        trail = r.link(raw_target, raw_label, render_label, lambda: caption_links, following,
-                       out, in_label)
+        trail = self.r.link(raw_target, raw_label, label, caption_links, following, out, in_label)
         if trail and following[trail:trail + 1] in _ALNUM_OR_COLON:
             # The letters after the link may begin a free link ("[[a]]http://..."):
             # mwparserfromhell would not take them as a trail.

@@ -467,33 +467,31 @@ def _tidy(raw: str, spans: list[tuple[int, int, str]],
     if "\ue000" in raw or "\ue001" in raw or any(
             _edge_in_parentheses(raw, start, end) for start, end, _target in spans if start < end):
         return _tidy_mapped(raw, spans, counts)
-    events = sorted([(end, 0, index) for index, (_start, end, _t) in enumerate(spans)]
-                    + [(start, 1, index) for index, (start, _end, _t) in enumerate(spans)])
     pieces: list[str] = []
     last = 0
-    for position, is_start, _index in events:
-        pieces.append(raw[last:position])
-        pieces.append(_START_MARK if is_start else _END_MARK)
-        last = position
+    for start, end, _target in spans:  # in text order, not overlapping, as the renderer makes them
+        if start < last or end < start:
+            return _tidy_mapped(raw, spans, counts)
+        pieces.append(raw[last:start])
+        pieces.append(_START_MARK)
+        pieces.append(raw[start:end])
+        pieces.append(_END_MARK)
+        last = end
     pieces.append(raw[last:])
     marked = _tidy_punctuation("".join(pieces))
     # = _TIDY_SPACE.sub(_space_replacement, marked) up to leading/trailing space (stripped
     # below): a run with a newline becomes "\n", any other run " "; linear, in C.
     marked = "\n".join(filter(None, (" ".join(line.split()) for line in marked.split("\n"))))
-    starts = [0] * len(spans)
-    ends = [0] * len(spans)
-    for order, mark in enumerate(_MARKS.finditer(marked)):
-        position, is_start, index = events[order]
-        if is_start:
-            starts[index] = mark.start() - order
-        else:
-            ends[index] = mark.start() - order
+    # Mark k (start, end, start, end...) is the k-th; k marks precede it in ``marked``.
+    positions = [mark.start() - order for order, mark in enumerate(_MARKS.finditer(marked))]
     text = marked.replace(_START_MARK, "").replace(_END_MARK, "")
     leading = len(text) - len(text.lstrip())
     text = text.strip()
+    size = len(text)
     links: list[LinkMention] = []
     for index, (_start, _end, target) in enumerate(spans):
-        start, end = max(starts[index] - leading, 0), min(ends[index] - leading, len(text))
+        start = max(positions[2 * index] - leading, 0)
+        end = min(positions[2 * index + 1] - leading, size)
         while start < end and text[start].isspace():
             start += 1
         while end > start and text[end - 1].isspace():

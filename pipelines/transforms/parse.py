@@ -213,6 +213,8 @@ class ClassifyPagesFn(CountingDoFn, _DeadLetterLogging):
         for key, n in extraction.counts.items():
             self.count(extraction_counter(key), n)
         self._count_templates(extraction.template_names)
+        if extraction.parser != "fast":  # pages the fast path handed to mwparserfromhell
+            self.count("extraction/parser_fallback")
         if not extraction.text.strip():
             self.count("articles_without_text")
         yield beam.pvalue.TaggedOutput(PAGE_KINDS, (title, "article"))

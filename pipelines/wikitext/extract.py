@@ -5,10 +5,14 @@
 surface`` guaranteed by construction (offsets are taken while the text is
 built, and re-mapped through the final whitespace tidy).
 
-How: :mod:`pipelines.wikitext.prepass` first cuts templates, references,
-tables, comments and other non-prose (most of the bytes); mwparserfromhell then
-parses what is left and is the parser of record for links, HTML tags, external
-links, headings, bold/italic and entities; a small tree walk renders text.
+How: :mod:`pipelines.wikitext.prepass` first cuts references, tables,
+comments and other non-prose (most of the bytes) and renders or removes
+templates (:mod:`pipelines.wikitext.templates`). What is left is rendered by
+:mod:`pipelines.wikitext.fastrender` in one scan, or, where that fast path
+cannot promise the same result, parsed by mwparserfromhell (the reference for
+links, HTML tags, external links, headings, bold/italic and entities) and
+rendered by a small tree walk; both share the link logic below. See
+docs/extraction.md.
 
 Rendering decisions
 -------------------
@@ -16,7 +20,9 @@ Rendering decisions
   removed), the inner text of formatting/HTML tags (``<b>``, ``<span>``,
   ``<sup>``, ``<poem>``...), labels of ``[http://x label]`` links, the visible
   text of links that are not mentions (``[[:Category:X|cats]]``, ``[[wikt:x]]``).
-* Dropped: templates, parser functions, refs, tables (wiki and HTML),
+* Rendered: inline templates the registry knows (``{{convert|5|km}}`` ->
+  "5 km", ``{{lang|fr|[[Paris]]}}`` -> "Paris" with its mention).
+* Dropped: other templates, parser functions, refs, tables (wiki and HTML),
   comments, ``<math>``, ``<chem>``, ``<gallery>``, ``<timeline>``, ``<score>``,
   ``<syntaxhighlight>``/``<source>``/``<pre>`` (code or pictures, not prose),
   files/images with their captions, categories, interlanguage links, magic

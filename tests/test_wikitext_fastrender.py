@@ -55,7 +55,7 @@ def test_fast_path_matches_the_parser_on_common_markup(wikitext):
     "'''a ''b''' c''",  # improperly nested styles
     "''a [[b|c'']] d''",  # a style closing inside a link label
     "[[a|''b]] c",  # an unclosed style inside a label
-    "=== A ==\ntext",  # heading levels differ
+    "== A == [[b]] x\ntext",  # markup after a heading's closing "="
     "[[http://x.org a]]",
     "[[a|b\n* c]]",
 ])
@@ -98,6 +98,35 @@ FRAGMENTS = ["[[", "]]", "|", "{{", "}}", "{|", "|}", "\n", " ", "  ", "''", "''
 @given(st.lists(st.sampled_from(FRAGMENTS), max_size=40))
 def test_random_markup_renders_the_same_on_both_paths(fragments):
     fast, slow = both("".join(fragments))
+    assert fast == slow
+
+
+def test_parser_takes_over_at_a_clean_line_start():
+    # Long clean prose, then an italic/bold tangle the fast path declines: only the
+    # tail goes to mwparserfromhell, and the result is the parser's for the whole page.
+    prose = "".join(f"Line {i} with a [[link {i}|label]] and ''italic'' words.\n" for i in range(60))
+    wikitext = prose + "Then '''a ''tangle''' of'' styles [[x]]s.\nAnd a last line."
+    result = extract_article(wikitext, EN, title="Page")
+    assert result.parser == "fast+mwparserfromhell"
+    fast, slow = both(wikitext)
+    assert fast == slow
+
+
+STYLES = ["''", "'''", "'''''", "''''", "x", " y", "\n", "\n* ", "\n== h ==\n", "[[a|b]]",
+          "[[d|''e'']]", "<b>q</b>", "]", "[", "'", "[http://q.org r]", ":", "\n; t : d"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(STYLES), max_size=40))
+def test_random_styles_render_the_same_with_resume_points_everywhere(pieces):
+    from pipelines.wikitext import fastrender
+
+    saved = fastrender.CHECKPOINT_EVERY
+    fastrender.CHECKPOINT_EVERY = 1  # a resume point at every clean line start
+    try:
+        fast, slow = both("".join(pieces))
+    finally:
+        fastrender.CHECKPOINT_EVERY = saved
     assert fast == slow
 
 

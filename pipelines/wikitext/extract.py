@@ -132,7 +132,9 @@ class Extraction:
     counts: dict[str, int] = field(default_factory=dict)
     # Template calls by outcome and name: "rendered/Convert", "dropped/Infobox" -> calls.
     template_names: dict[str, int] = field(default_factory=dict)
-    parser: str = "fast"  # "fast" or "mwparserfromhell" (where the fast path declined)
+    # "fast"; "mwparserfromhell" where the fast path declined; "fast+mwparserfromhell"
+    # where it declined after a clean line start and the parser rendered the rest.
+    parser: str = "fast"
 
 
 def extract_article(wikitext: str, site: SiteInfo, *, title: str = "",
@@ -154,26 +156,28 @@ def extract_article(wikitext: str, site: SiteInfo, *, title: str = "",
     table = namespace_table(site)
     renderer = _Renderer(table, config, dict(cleaned.counts), title)
     out = _Builder()
-    parser = "fast"
-    try:
-        if not config.fast_path:
-            raise Decline("fast path switched off")
-        render_fast(cleaned.text, renderer, out)
-    except Decline:
-        parser = "mwparserfromhell"
+    resume: int | None = 0  # where mwparserfromhell takes over (None: nowhere)
+    if config.fast_path:
         try:
-            code = mwparserfromhell.parse(cleaned.text)
+            resume = render_fast(cleaned.text, renderer, out)
+        except Decline:
+            renderer = _Renderer(table, config, cleaned.counts, title)
+            out = _Builder()
+        except RecursionError as err:
+            raise ExtractionError("recursion_error", f"{title!r}: markup nested too deeply") from err
+        except Exception as err:  # a shape the fast path does not expect: fail this page only
+            raise ExtractionError("render_error", f"{title!r}: {type(err).__name__}: {err}") from err
+    if resume is None:
+        parser = "fast"
+    else:  # the whole page, or the rest of it from a line start the fast path left clean
+        parser = "fast+mwparserfromhell" if resume else "mwparserfromhell"
+        try:
+            code = mwparserfromhell.parse(cleaned.text[resume:] if resume else cleaned.text)
         except RecursionError as err:
             raise ExtractionError("recursion_error", f"{title!r}: markup nested too deeply") from err
         except Exception as err:  # e.g. "C tokenizer exited with non-empty token stack"
             raise ExtractionError("parser_error", f"{title!r}: {type(err).__name__}: {err}") from err
-        renderer = _Renderer(table, config, cleaned.counts, title)
-        out = _Builder()
         _render_tree(renderer, code, out, title)
-    except RecursionError as err:
-        raise ExtractionError("recursion_error", f"{title!r}: markup nested too deeply") from err
-    except Exception as err:  # a shape the fast path does not expect: fail this page only
-        raise ExtractionError("render_error", f"{title!r}: {type(err).__name__}: {err}") from err
     text, links = _tidy("".join(out.parts), out.spans, renderer.counts)
     renderer.counts["links_kept"] = len(links)
     return Extraction(text, links, renderer.counts, cleaned.template_names, parser)

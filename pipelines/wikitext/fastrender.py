@@ -45,6 +45,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 TOP, TAG, LABEL, TITLE, HEADING = range(5)
 MAX_DEPTH = 24
+CHECKPOINT_EVERY = 1000  # characters between resume points of a partial fallback
 MAX_CACHE = 20_000
 
 _COMMON = (r"\[\[|\[|<|&|\{\{|'{2,}"
@@ -126,25 +127,48 @@ def _bracket_link(candidate: str) -> tuple[bool, str | None]:
     return False, None
 
 
-def render_fast(text: str, renderer: "_Renderer", out: "_Builder") -> None:
+def render_fast(text: str, renderer: "_Renderer", out: "_Builder") -> int | None:
     """Render ``text`` into ``out`` as ``renderer.render(mwparserfromhell.parse(text))`` would.
 
-    Raises :class:`Decline` (with ``out`` and ``renderer.counts`` partly
-    written: the caller starts again from copies) where it cannot be sure.
+    Returns None when done, or a position ``p`` from which the caller must
+    render ``text[p:]`` with mwparserfromhell (the fast path declined after
+    ``p``, a line start where nothing was open: parsing from there gives
+    what parsing the whole text gives there; ``out`` and ``renderer.counts``
+    are as they must be at ``p``). Raises :class:`Decline` (with ``out`` and
+    ``renderer.counts`` partly written: the caller starts again from copies)
+    where it declined before any such point.
     """
     if "'\ufdd0" in text or "\ufdd0'" in text:  # the renderer drops the mark, joining quotes
         raise Decline("mark between apostrophes")
-    _FastScan(text, renderer).scan(0, len(text), TOP, out, False)
+    scan = _FastScan(text, renderer)
+    try:
+        scan.scan(0, len(text), TOP, out, False)
+    except Decline:
+        if scan.checkpoint is None:
+            raise
+        position, text_from, parts, size, spans, counts = scan.checkpoint
+        del out.parts[parts:]
+        del out.spans[spans:]
+        out.size = size
+        renderer.counts.clear()
+        renderer.counts.update(counts)
+        if text_from < position:  # the pending text up to the line start
+            out.emit(renderer.clean_text(text[text_from:position]))
+        return position
+    return None
 
 
 class _FastScan:
-    __slots__ = ("text", "r", "depth", "links_seen", "unicode_trails")
+    __slots__ = ("text", "r", "depth", "links_seen", "unicode_trails", "checkpoint")
 
     def __init__(self, text: str, renderer: "_Renderer") -> None:
         self.text = text
         self.r = renderer
         self.depth = 0
         self.links_seen = 0
+        # The last top-level line start with nothing open: (position, pending text start,
+        # len(out.parts), out.size, len(out.spans), counts) for render_fast to resume from.
+        self.checkpoint: tuple | None = None
         self.unicode_trails = renderer.trail_length is unicode_trail_length  # trails start with a letter
 
     def scan(self, pos: int, end: int, ctx: int, out: "_Builder", in_label: bool,
@@ -178,6 +202,8 @@ class _FastScan:
             if pos < 0:
                 text_from = node_end = pos = -pos - 1
                 dl_term = True
+        top = ctx == TOP
+        next_checkpoint = CHECKPOINT_EVERY
         while True:
             match = (_DL_TOKENS if dl_term else _TOKENS)[ctx].search(text, pos, end)
             if match is None:
@@ -185,6 +211,13 @@ class _FastScan:
             start = match.start()
             token = match.group()
             first = token[0]
+            if top and start >= next_checkpoint and styles.simple and not styles \
+                    and not styles.loose and not dl_term:
+                line = text.rfind("\n", node_end, start) + 1
+                if line:  # a line start after the last node, with no style open
+                    self.checkpoint = (line, text_from, len(out.parts), out.size, len(out.spans),
+                                       dict(r.counts))
+                    next_checkpoint = start + CHECKPOINT_EVERY
             if first == "[":
                 if token == "[[":
                     if text_from < start:
@@ -211,6 +244,10 @@ class _FastScan:
                 continue
             if first == "'":
                 run = len(token)
+                if run > 3:
+                    if not top:  # inside a label, tag, heading or title: too many ways to read it
+                        raise Decline("apostrophes", start)
+                    styles.simple = False  # and no resume point past it
                 # mwparserfromhell reads '''' as "'" + ''' and 6+ as the extra "'"s + '''''.
                 extra = 1 if run == 4 else max(run - 5, 0)
                 if run == 2 and start and text[start - 1] in _STRAY \
@@ -518,10 +555,13 @@ class _Styles:
     Anything else is declined.
     """
 
-    __slots__ = ("stack", "loose", "last", "risky", "bold_open", "italic_in_bold")
+    __slots__ = ("stack", "loose", "last", "risky", "bold_open", "italic_in_bold", "simple")
 
     def __init__(self) -> None:
         self.stack: list[str] = []
+        # Only '' and ''' so far: each pairs with the next closer left to right, as in
+        # mwparserfromhell, so a line start with nothing open is a safe resume point.
+        self.simple = True
         self.loose = False
         self.risky = False  # a '' next to a bracket or brace: not safe to read loosely
         self.last = 0  # where the last run was (for Decline's position)

@@ -9,18 +9,21 @@ tree builder are ~3/4 of the extraction time).
 
 It is a fast path, not a second parser of record: where its result could
 differ from ``mwparserfromhell.parse`` + ``_Renderer`` it raises
-:class:`Decline` and the caller renders the page with mwparserfromhell. It
-declines on: ``{{`` (the pre-pass leaves none) and tables; apostrophe runs of
-4 or more than 5, or runs that do not pair up within their context (a link
-label, a tag body, a heading, an external link's title); links whose target
-holds characters mwparserfromhell rejects or that look like URLs; list or
-heading markup inside labels; headings whose ``=`` runs differ or whose title
-holds ``=``; tags that are not simply written or not properly nested; HTML
-tables holding links; deep nesting. Small constructs whose parse depends on
-mwparserfromhell's details (entities, tag attributes, external links) are
-checked against mwparserfromhell itself, once per distinct string (cached).
-``tests/test_wikitext_fastrender.py`` checks that the two paths agree on
-every article of the shared dumps and on random markup.
+:class:`Decline`, and the caller renders the page with mwparserfromhell, or
+only the rest of it from the last clean top-level line start (see
+:func:`render_fast`). It declines on: ``{{`` (the pre-pass leaves none) and
+tables; apostrophe runs that do not pair up within a link label, tag body,
+heading or external link's title, runs of 4 or more there, and bold and
+italics left open or interleaved at the top level (a lone italic is fine);
+links whose target holds characters mwparserfromhell rejects or looks like a
+URL; list or heading markup inside labels; markup after a heading's closing
+``=``; tags that are not simply written or not properly nested; HTML tables
+holding links; definition terms with open styles; deep nesting. Small
+constructs whose parse depends on mwparserfromhell's details (entities, tag
+attributes, external links) are checked against mwparserfromhell itself,
+once per distinct string (cached). ``tests/test_wikitext_fastrender.py``
+checks that the two paths agree on every article of the shared dumps and on
+random markup; docs/extraction.md says more.
 """
 from __future__ import annotations
 

@@ -154,3 +154,20 @@ def test_tidy_by_marks_equals_tidy_by_offset_mapping(pieces, data):
     counts_mapped: dict = {}
     assert _tidy(raw, spans, counts_fast) == _tidy_mapped(raw, spans, counts_mapped)
     assert counts_fast == counts_mapped
+
+
+PUNCTUATION = [" ", "  ", "\n", "\t", "(", ")", ",", ".", ";", ":", "a", "\xa0", "\uff08", "\uff09",
+               "\ue000", "\ue001"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(PUNCTUATION), max_size=20))
+def test_punctuation_tidy_equals_its_regex(pieces):
+    from pipelines.wikitext.extract import _TIDY_PUNCT_MARKED, _tidy_punctuation
+
+    text = "".join(pieces)
+    if any(  # at most two marks touch in a real text (an end, then a start)
+            text[i] in "\ue000\ue001" and text[i + 1] in "\ue000\ue001" and text[i + 2] in "\ue000\ue001"
+            for i in range(len(text) - 2)):
+        return
+    assert _tidy_punctuation(text) == _TIDY_PUNCT_MARKED.sub(r"\1", text)

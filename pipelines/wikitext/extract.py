@@ -53,6 +53,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from bisect import bisect_right
+from itertools import accumulate
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -492,9 +493,10 @@ def _tidy(raw: str, spans: list[tuple[int, int, str]],
     # = _TIDY_SPACE.sub(_space_replacement, marked) up to leading/trailing space (stripped
     # below): a run with a newline becomes "\n", any other run " "; linear, in C.
     marked = "\n".join(filter(None, (" ".join(line.split()) for line in marked.split("\n"))))
-    # Mark k (start, end, start, end...) is the k-th; k marks precede it in ``marked``.
-    positions = [mark.start() - order for order, mark in enumerate(_MARKS.finditer(marked))]
-    text = marked.replace(_START_MARK, "").replace(_END_MARK, "")
+    # Mark k (start, end, start, end...) sits after the first k + 1 pieces of the split.
+    segments = _MARKS.split(marked)
+    positions = list(accumulate(map(len, segments)))
+    text = "".join(segments)
     leading = len(text) - len(text.lstrip())
     text = text.strip()
     size = len(text)

@@ -207,8 +207,9 @@ class _FastScan:
                 dl_term = True
         top = ctx == TOP
         next_checkpoint = CHECKPOINT_EVERY
+        search, dl_search = _TOKENS[ctx].search, _DL_TOKENS[ctx].search
         while True:
-            match = (_DL_TOKENS if dl_term else _TOKENS)[ctx].search(text, pos, end)
+            match = (dl_search if dl_term else search)(text, pos, end)
             if match is None:
                 break
             start = match.start()

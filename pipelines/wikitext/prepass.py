@@ -657,6 +657,8 @@ def drop_unclosed_external_brackets(text: str, counts: dict[str, int]) -> str:
 
 def _label_mark(text: str, start: int) -> str:
     """The mark when a removal starts right after a "|" (a link label, maybe)."""
+    if start and not text[start - 1].isspace():  # the common case, without slicing
+        return REMOVED_LABEL_MARK if text[start - 1] == "|" else ""
     before = text[max(start - 8, 0):start].rstrip()
     return REMOVED_LABEL_MARK if before.endswith("|") else ""
 

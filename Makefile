@@ -45,7 +45,7 @@ test: $(STAMP)
 	$(PY) -m pytest
 
 bench: $(STAMP)
-	$(PY) benchmarks/bench_extract.py
+	$(PY) benchmarks/bench_extract.py --json benchmarks/results/extract.json
 	$(PY) benchmarks/bench_pipeline.py --json benchmarks/results/pipeline.json
 	$(PY) benchmarks/bench_parallel.py --json benchmarks/results/parallel.json
 	$(PY) benchmarks/bench_trainer.py

@@ -219,6 +219,21 @@ def plan_input(cfg: WikiMentionsConfig) -> tuple[SiteInfo, list]:
     return site, ranges
 
 
+def template_summary(counters: dict, top: int = 10) -> list[str]:
+    """Summary lines on templates: calls by outcome, and the most frequent dropped names
+    (what the corpus loses; add renderers for them in pipelines/wikitext/templates.py)."""
+    outcomes = {k: counters.get(f"templates/{k}", 0) for k in ("rendered", "omitted", "dropped")}
+    if not any(outcomes.values()):
+        return []
+    lines = ["  templates: " + ", ".join(f"{k} {v:,}" for k, v in outcomes.items())]
+    dropped = sorted(((v, k.split("/", 1)[1]) for k, v in counters.items()
+                      if k.startswith("templates_dropped/") and k != "templates_dropped/(other)"),
+                     key=lambda item: (-item[0], item[1]))[:top]
+    if dropped:
+        lines.append("  top dropped templates: " + ", ".join(f"{name} {n:,}" for n, name in dropped))
+    return lines
+
+
 def print_summary(output: str, seconds: float) -> None:
     """The end-of-run summary of a local run, from the stats the job wrote."""
     stats = json.loads(storage.read_bytes(storage.join(output, storage.STATS_FILE)))
@@ -239,6 +254,7 @@ def print_summary(output: str, seconds: float) -> None:
     dropped = {k: v for k, v in stats["counters"].items() if k.startswith("links_dropped/")}
     if dropped:
         lines.append("  links dropped: " + ", ".join(f"{k.split('/', 1)[1]} {v:,}" for k, v in sorted(dropped.items())))
+    lines.extend(template_summary(stats["counters"]))
     red, kept = stats["counters"].get("links_dropped/red_link", 0), stats["counters"].get("links/kept", 0)
     if kept and red > kept / 2:
         lines.append(f"  note: {red / kept:.0%} of links point to pages absent from this dump; "

@@ -84,7 +84,7 @@ def resolve_overlaps(spans: Sequence[DetectedSpan], blocked: Sequence[tuple[int,
 class MentionDetector:
     """Finds mention spans in text with spaCy and the alias table."""
 
-    def __init__(self, aliases: AliasIndex, config: DetectorConfig | None = None) -> None:
+    def __init__(self, aliases: AliasIndex | None, config: DetectorConfig | None = None) -> None:
         from pipelines.corpus.stopwords import resolve_stopwords, stopword_spec_for_language
 
         self.aliases = aliases
@@ -96,9 +96,15 @@ class MentionDetector:
 
     def usable_alias(self, surface: str) -> bool:
         key = alias_key(surface)
-        return len(key) >= self.config.min_alias_chars and key not in self.stopwords and key in self.aliases.candidates
+        return (self.aliases is not None and len(key) >= self.config.min_alias_chars and key not in self.stopwords
+                and self.aliases.has_key(key))
+
+    def candidates_of(self, surface: str) -> tuple[AliasCandidate, ...]:
+        return self.aliases.lookup(surface) if self.aliases is not None else ()
 
     def alias_spans(self, text: str, doc) -> list[DetectedSpan]:
+        if self.aliases is None:
+            return []
         words = [(t.idx, t.idx + len(t.text)) for t in doc if not t.is_space]
         out = []
         for i, (start, _) in enumerate(words):
@@ -107,14 +113,15 @@ class MentionDetector:
             for j in range(i, min(len(words), i + self.config.max_mention_tokens)):
                 end = words[j][1]
                 surface = text[start:end]
-                if self.usable_alias(surface):
-                    out.append(DetectedSpan(start, end, surface, ALIAS, self.aliases.lookup(surface)))
+                key = alias_key(surface)
+                if len(key) >= self.config.min_alias_chars and key not in self.stopwords and self.aliases.has_key(key):
+                    out.append(DetectedSpan(start, end, surface, ALIAS, self.aliases.lookup_key(key)))
         return out
 
     def ner_spans(self, doc) -> list[DetectedSpan]:
         keep = set(self.config.ner_labels)
         return [
-            DetectedSpan(ent.start_char, ent.end_char, ent.text, NER, self.aliases.lookup(ent.text))
+            DetectedSpan(ent.start_char, ent.end_char, ent.text, NER, self.candidates_of(ent.text))
             for ent in doc.ents
             if (ent.label_ in keep if keep else ent.label_ not in NUMERIC_NER_LABELS)
         ]

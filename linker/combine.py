@@ -22,7 +22,8 @@ decides only when the surface has no alias candidate). The better one is
 kept, so on the validation hyperlinks the linker's accuracy@1 is never below
 the prior-only baseline's. The weights, both accuracies and a 2-fold
 cross-fitted accuracy (fit on one half of the mentions, measured on the other)
-are saved in ``combiner.json``.
+are saved in ``combiner-<digest>.json`` (the digest of the model, KB, corpus and candidate
+settings it was fitted for: a change of any refits it).
 
 Without validation hyperlinks (no corpus, or an empty split) the default
 weights are used: all 1 except ``w_count`` = 0 (the model's probability times
@@ -30,6 +31,7 @@ the prior), documented as unfitted in the file.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -43,7 +45,6 @@ FEATURES = ("biencoder", "crossencoder", "log_prior", "is_name", "log_count")
 DEFAULT_WEIGHTS = {"biencoder": 1.0, "crossencoder": 1.0, "log_prior": 1.0, "is_name": 1.0, "log_count": 0.0}
 PRIOR_FLOOR = 1e-4
 COMBINED, PRIOR = "combined", "prior"
-COMBINER_FILE = "combiner.json"
 
 
 @dataclass
@@ -141,19 +142,27 @@ class Combiner:
                    values.get("identity", {}))
 
     def save(self, folder: str) -> str:
-        path = os.path.join(folder, COMBINER_FILE)
+        path = combiner_path(folder, self.identity)
         with open(path + ".tmp", "w", encoding="utf-8") as fh:
             json.dump(self.to_dict(), fh, indent=2, sort_keys=True)
         os.replace(path + ".tmp", path)
         return path
 
 
-def read_combiner(folder: str) -> Combiner | None:
-    path = os.path.join(folder, COMBINER_FILE)
+def combiner_path(folder: str, identity: dict) -> str:
+    """``combiner-<digest of what it was fitted for>.json``: variants (with or without the
+    cross-encoder, other top_k...) live side by side."""
+    digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:12]
+    return os.path.join(folder, f"combiner-{digest}.json")
+
+
+def read_combiner(folder: str, identity: dict) -> Combiner | None:
+    path = combiner_path(folder, identity)
     if not os.path.isfile(path):
         return None
     with open(path, encoding="utf-8") as fh:
-        return Combiner.from_dict(json.load(fh))
+        combiner = Combiner.from_dict(json.load(fh))
+    return combiner if combiner.identity == identity else None
 
 
 # --------------------------------------------------------------------------- fitting

@@ -24,7 +24,7 @@ or ``~/.cache/wikiedm/...`` for a BLINK KB)::
     kb/                 the knowledge base, memory-mapped (linker.kb)
     encodings.npy, entity_ids.npy, meta.json, hnsw.faiss   entity encodings (corpus KB) and index
     aliases/            the alias candidate index, memory-mapped (linker.alias_index)
-    combiner.json       the fitted combination (linker.combine)
+    combiner-*.json     the fitted combination(s) (linker.combine)
 
 Workers open it with memory maps: no worker loads the alias table, the entity
 descriptions or BLINK's 24 GB of encodings into its own memory.
@@ -384,8 +384,8 @@ class Linker:
         if choice == "default":
             return default
         identity = combiner_identity(self.config, self.biencoder, self.crossencoder, self.kb, fingerprint)
-        saved = read_combiner(self.folder)
-        if saved is not None and saved.identity == identity and not rebuild:
+        saved = read_combiner(self.folder, identity)
+        if saved is not None and not rebuild:
             return saved
         if not build:
             raise FileNotFoundError(f"no up-to-date fitted combination in {self.folder}: run "

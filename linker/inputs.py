@@ -6,8 +6,10 @@ Bi-encoder context (``max_context_length`` = 32 in the released models)::
 
 The mention keeps at most ``max_len - 4`` word pieces; the rest of the budget
 goes half to each side, and a side that needs less gives its spare to the
-other (BLINK's ``get_context_representation``; unlike BLINK's original, a
-quota of zero keeps *no* context instead of ``tokens[-0:]`` = all of it).
+other (BLINK's ``get_context_representation``; an empty mention gets no
+markers, as in BLINK). Where BLINK fails (a mention of 27+ pieces: its quota
+of zero keeps ``tokens[-0:]``, all of the left context, and its length
+assertion fails), a quota of zero here keeps *no* context.
 
 Candidate (``max_cand_length`` = 128)::
 
@@ -85,7 +87,8 @@ def context_ids(
     """``[CLS] left [unused0] mention [unused1] right [SEP]``, padded to ``max_len``."""
     if max_len < 6:
         raise ValueError(f"max context length {max_len} leaves no room for a mention")
-    marked = [special.ent_start, *list(mention)[: max_len - 4], special.ent_end]
+    # BLINK puts no markers around an empty mention
+    marked = [special.ent_start, *list(mention)[: max_len - 4], special.ent_end] if len(mention) else []
     left_quota = (max_len - len(marked)) // 2 - 1
     right_quota = max_len - len(marked) - left_quota - 2
     if len(left) <= left_quota:

@@ -24,7 +24,7 @@ Files (``aliases.json`` last)::
     starts.npy      int64 [keys + 1]: each key's candidates are rows starts[k]:starts[k+1]
     entity_ids.npy  int32   candidates, most linked first (then by entity id)
     counts.npy      int64   hyperlinks with this key to this entity (case variants summed)
-    priors.npy      float32 count / all hyperlinks with this key
+    priors.npy      float64 count / all hyperlinks with this key
     names.npy       uint8   1 when the key is a title or redirect of the entity
 """
 from __future__ import annotations
@@ -150,7 +150,7 @@ def build_alias_index(corpus_dir: str, folder: str, settings: AliasIndexSettings
     save_npy(os.path.join(folder, "starts.npy"), np.r_[starts, len(order)].astype(np.int64))
     save_npy(os.path.join(folder, "entity_ids.npy"), g_entity[order].astype(np.int32))
     save_npy(os.path.join(folder, "counts.npy"), g_count[order])
-    save_npy(os.path.join(folder, "priors.npy"), g_prior[order].astype(np.float32))
+    save_npy(os.path.join(folder, "priors.npy"), g_prior[order].astype(np.float64))
     save_npy(os.path.join(folder, "names.npy"), g_name[order].astype(np.uint8))
     build_string_hash(StringColumn(folder, "keys"), os.path.join(folder, "keys.hash.npy"))
     report.update(keys=int(len(used_keys)), candidates=int(len(order)))

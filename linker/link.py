@@ -397,17 +397,19 @@ class Linker:
         return fitted
 
     def fit_combiner(self, examples=None) -> Combiner:
-        """Fit the combination on the corpus's validation hyperlinks (``examples``: MentionExamples)."""
-        from linker.corpus_data import iter_examples
+        """Fit the combination on the corpus's validation hyperlinks (the train split's when the
+        validation split has none; ``examples``: MentionExamples to use instead)."""
+        from linker.corpus_data import examples_with_fallback
 
+        split = "given"
         if examples is None:
-            try:
-                examples = list(iter_examples(self.config.corpus, "validation", limit=self.config.fit_mentions))
-            except FileNotFoundError:
-                examples = []
+            split, examples = examples_with_fallback(self.config.corpus, limit=self.config.fit_mentions)
+        examples = [ex for ex in examples if self.kb.row_of_entity_id(ex.entity_id) >= 0]
         results = self.rank_examples(examples)
         fit_data = [fit_example(r.candidates, ex.entity_id) for ex, r in zip(examples, results)]
-        return fit_combiner(fit_data, use_crossencoder=self.crossencoder is not None)
+        combiner = fit_combiner(fit_data, use_crossencoder=self.crossencoder is not None)
+        combiner.report["split"] = split
+        return combiner
 
     @property
     def detector(self) -> MentionDetector:

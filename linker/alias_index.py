@@ -145,6 +145,8 @@ def build_alias_index(corpus_dir: str, folder: str, settings: AliasIndexSettings
     report["pairs_dropped_by_max_candidates"] = int((cand_rank >= settings.max_candidates).sum())
     order = order[cand_rank < settings.max_candidates]
 
+    total_mass = int(g_count.sum())
+    report["hyperlinks_covered"] = float(g_count[order].sum() / total_mass) if total_mass else 1.0
     used_keys, starts = np.unique(g_key[order], return_index=True)
     write_strings(folder, "keys", (keys_sorted[k] for k in used_keys))
     save_npy(os.path.join(folder, "starts.npy"), np.r_[starts, len(order)].astype(np.int64))

@@ -7,7 +7,9 @@ prepared, memory-mapped alias candidate index and KB (now), at several alias-tab
 Synthetic corpus tables shaped like Wikipedia's (a Zipf distribution of aliases per entity: hubs
 with thousands of anchor texts, most entities with a few; one description per entity) are written
 as Parquet. Each measurement runs in a fresh process and reports the growth of its resident memory
-(VmRSS, after the imports) once its tables are ready and 20,000 random surface forms were looked up:
+(VmRSS, after the imports) once its tables are ready and 20,000 surface forms were looked up, split
+into private memory (RssAnon: the worker's own) and mapped file pages (RssFile: the page cache,
+shared by every process on the machine and dropped under memory pressure):
 
 * ``worker_before``: what every worker did before (``read_alias_index`` + ``read_catalogue``);
 * ``launcher_build``: building the candidate index and the KB once (peak RSS, VmHWM), on the launcher;
@@ -90,7 +92,7 @@ def status(field):
         if line.startswith(field):
             return int(line.split()[1]) / 1024
 mode, corpus, folder = sys.argv[1:4]
-base = status("VmRSS")
+base, base_anon, base_file = status("VmRSS"), status("RssAnon"), status("RssFile")
 started = time.perf_counter()
 surfaces = json.load(open(corpus + "/lookups.json"))
 if mode == "worker_before":
@@ -112,6 +114,7 @@ else:
             kb.title(kb.row_of_entity_id(c.entity_id)); kb.text(kb.row_of_entity_id(c.entity_id))
 seconds = time.perf_counter() - started
 print(json.dumps({{"rss_growth_mb": status("VmRSS") - base, "peak_growth_mb": status("VmHWM") - base,
+                  "anon_growth_mb": status("RssAnon") - base_anon, "file_backed_growth_mb": status("RssFile") - base_file,
                   "seconds": seconds, "found": found}}))
 """
 
@@ -143,7 +146,8 @@ def main(argv: list[str] | None = None) -> int:
                     runs[mode].append(measure(mode, corpus, folder, rows))
             for mode, values in runs.items():
                 row[mode] = {key: statistics.median(v[key] for v in values)
-                             for key in ("rss_growth_mb", "peak_growth_mb", "seconds")}
+                             for key in ("rss_growth_mb", "peak_growth_mb", "anon_growth_mb", "file_backed_growth_mb",
+                                         "seconds")}
                 row[mode]["found"] = values[0]["found"]
             row["hyperlinks_covered_by_top_64"] = row["launcher_build"]["found"]
             results["sizes"].append(row)
@@ -151,10 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     small, large = results["sizes"][0], results["sizes"][-1]
     results["growth_largest_vs_smallest"] = {
         "alias_rows": large["alias_rows"] / small["alias_rows"],
-        **{f"{mode}_rss": large[mode]["rss_growth_mb"] / max(small[mode]["rss_growth_mb"], 1e-3)
-           for mode in ("worker_before", "worker_now")},
-        "worker_now_rss_mb_at_largest": large["worker_now"]["rss_growth_mb"],
-        "worker_before_rss_mb_at_largest": large["worker_before"]["rss_growth_mb"],
+        **{f"{mode}_{key}": large[mode][key] / max(small[mode][key], 1e-3)
+           for mode in ("worker_before", "worker_now") for key in ("rss_growth_mb", "anon_growth_mb")},
     }
     text = json.dumps(results, indent=2)
     if args.json:

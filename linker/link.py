@@ -23,7 +23,7 @@ or ``~/.cache/wikiedm/...`` for a BLINK KB)::
 
     kb/                 the knowledge base, memory-mapped (linker.kb)
     encodings.npy, entity_ids.npy, meta.json, hnsw.faiss   entity encodings (corpus KB) and index
-    aliases/            the alias candidate index, memory-mapped (linker.alias_index)
+    aliases-*/          the alias candidate index(es), memory-mapped (linker.alias_index)
     combiner-*.json     the fitted combination(s) (linker.combine)
 
 Workers open it with memory maps: no worker loads the alias table, the entity
@@ -32,6 +32,7 @@ descriptions or BLINK's 24 GB of encodings into its own memory.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 from collections import OrderedDict
@@ -238,15 +239,21 @@ def alias_settings(config: LinkerConfig):
     return AliasIndexSettings(config.alias_min_count, config.alias_top_k, config.alias_max_candidates)
 
 
+def aliases_folder(folder: str, settings: dict) -> str:
+    """``aliases-<digest of the settings>``: indexes built with other caps live side by side."""
+    digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:12]
+    return os.path.join(folder, f"{ALIASES_DIR}-{digest}")
+
+
 def ensure_aliases(config: LinkerConfig, folder: str, fingerprint: str, build: bool, rebuild: bool = False):
     """The alias candidate index (None without a corpus)."""
     from linker.alias_index import MappedAliasIndex, build_alias_index, read_alias_meta
 
     if not config.corpus:
         return None
-    alias_folder = os.path.join(folder, ALIASES_DIR)
-    meta = read_alias_meta(alias_folder)
     settings = alias_settings(config).to_dict()
+    alias_folder = aliases_folder(folder, settings)
+    meta = read_alias_meta(alias_folder)
     if rebuild or not meta or meta["corpus_fingerprint"] != fingerprint or meta["settings"] != settings:
         if not build:
             raise FileNotFoundError(f"no up-to-date alias candidate index in {alias_folder}: run "

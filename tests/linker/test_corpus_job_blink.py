@@ -25,7 +25,7 @@ def test_corpus_job_adds_blink_labels_that_never_overlap(tmp_path: Path, sample_
     assert counters["blink/detected_spans"] == (counters["mentions/blink"] + counters.get("blink/rejected_below_threshold", 0)
                                                 + counters.get("blink/rejected_overlapping", 0))
     prepared = fake_release / "entity_encodings"
-    assert any(prepared.glob("*/aliases/aliases.json")) and any(prepared.glob("*/combiner-*.json"))
+    assert any(prepared.glob("*/aliases-*/aliases.json")) and any(prepared.glob("*/combiner-*.json"))
 
     assert counters["mentions/hyperlink"] == json.loads((sample_corpus / "stats.json").read_text())["counters"]["mentions/hyperlink"]
     totals = check_passage_contract(out)

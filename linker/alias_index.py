@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from linker.catalogue import AliasCandidate, alias_key
-from linker.mmap_store import StringColumn, StringHash, build_string_hash, load_npy, save_npy, write_strings
+from linker.mmap_store import StringColumn, StringHash, build_string_hash, load_npy, save_npy, write_arrow_strings
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +87,7 @@ def _run_ranks(sorted_groups: np.ndarray) -> np.ndarray:
 
 def build_alias_index(corpus_dir: str, folder: str, settings: AliasIndexSettings, fingerprint: str = "") -> dict:
     """Build the index of a corpus's alias table into ``folder``; returns the build report."""
+    import pyarrow as pa
     import pyarrow.compute as pc
 
     from linker.catalogue import FIRST_ENTITY_ID, _join, read_parquet_folder
@@ -112,13 +113,17 @@ def build_alias_index(corpus_dir: str, folder: str, settings: AliasIndexSettings
     rows = np.flatnonzero(keep)
 
     # One key per distinct alias (case-folded, spaces collapsed); key ids follow the sorted keys.
-    aliases = table.column("alias").take(rows).combine_chunks() if len(rows) else _pa_strings([])
+    # Kept as Arrow arrays, not Python objects: ~14M distinct aliases on enwiki.
+    aliases = table.column("alias").take(pa.array(rows)).combine_chunks() if len(rows) else _pa_strings([])
     distinct = pc.unique(aliases)
-    distinct_keys = [alias_key(a) for a in distinct.to_pylist()]
-    keys_sorted = sorted(set(distinct_keys), key=lambda k: k.encode("utf-8", "surrogatepass"))
-    key_id_of = {k: i for i, k in enumerate(keys_sorted)}
-    key_of_distinct = np.asarray([key_id_of[k] for k in distinct_keys], dtype=np.int64)
-    row_key = key_of_distinct[pc.index_in(aliases, value_set=distinct).to_numpy(zero_copy_only=False)] if len(rows) else np.zeros(0, np.int64)
+    distinct_keys = pa.concat_arrays([_pa_strings([alias_key(a) for a in distinct.slice(lo, 1 << 18).to_pylist()])
+                                      for lo in range(0, len(distinct), 1 << 18)] or [_pa_strings([])])
+    keys_sorted = pc.unique(distinct_keys)
+    keys_sorted = keys_sorted.take(pc.sort_indices(keys_sorted))  # byte order of the UTF-8 keys
+    key_of_distinct = pc.index_in(distinct_keys, value_set=keys_sorted).to_numpy(zero_copy_only=False).astype(np.int64)
+    row_key = (key_of_distinct[pc.index_in(aliases, value_set=distinct).to_numpy(zero_copy_only=False)]
+               if len(rows) else np.zeros(0, np.int64))
+    del distinct, distinct_keys, aliases
     row_entity, row_count, row_name = entity[rows], count[rows], is_name[rows]
 
     # (key, entity) groups: counts summed, name flags or-ed.
@@ -148,7 +153,7 @@ def build_alias_index(corpus_dir: str, folder: str, settings: AliasIndexSettings
     total_mass = int(g_count.sum())
     report["hyperlinks_covered"] = float(g_count[order].sum() / total_mass) if total_mass else 1.0
     used_keys, starts = np.unique(g_key[order], return_index=True)
-    write_strings(folder, "keys", (keys_sorted[k] for k in used_keys))
+    write_arrow_strings(folder, "keys", keys_sorted.take(pa.array(used_keys)))
     save_npy(os.path.join(folder, "starts.npy"), np.r_[starts, len(order)].astype(np.int64))
     save_npy(os.path.join(folder, "entity_ids.npy"), g_entity[order].astype(np.int32))
     save_npy(os.path.join(folder, "counts.npy"), g_count[order])

@@ -32,6 +32,7 @@ import json
 import logging
 import os
 import re
+from array import array
 from dataclasses import dataclass
 
 import numpy as np
@@ -316,9 +317,10 @@ def build_blink_kb(blink_dir: str, folder: str, corpus_dir: str = "", corpus_fin
     ids_of_title, redirects, counts_of = corpus_title_map(corpus_dir) if corpus_dir else ({}, {}, {})
     how = {"title": 0, "normalised_title": 0, "redirect": 0, "unmapped": 0}
     titles = StringWriter(folder, "titles")
-    line_offsets = [0]
-    wikipedia_ids: list[int] = []
-    entity_ids: list[int] = []
+    # compact arrays, not lists of Python ints: 5.9M entities in BLINK's release
+    line_offsets = array("q", [0])
+    wikipedia_ids = array("q")
+    entity_ids = array("i")
     bad_lines = 0
     with open(files["catalogue"], "rb") as fh:
         for line_no, line in enumerate(fh):
@@ -340,13 +342,16 @@ def build_blink_kb(blink_dir: str, folder: str, corpus_dir: str = "", corpus_fin
         write_strings(folder, "corpus_titles", (title_of_id.get(i, "") for i in range(max(title_of_id, default=-1) + 1)))
     if bad_lines:
         log.warning("%d lines of %s are not JSON objects: kept as rows without a title", bad_lines, files["catalogue"])
-    save_npy(os.path.join(folder, "lines.offsets.npy"), np.asarray(line_offsets, dtype=np.int64))
-    ids = np.asarray(entity_ids, dtype=np.int32)
-    wids = np.asarray(wikipedia_ids, dtype=np.int64)
+    save_npy(os.path.join(folder, "lines.offsets.npy"), np.frombuffer(line_offsets, dtype=np.int64))
+    ids = np.frombuffer(entity_ids, dtype=np.int32) if len(entity_ids) else np.zeros(0, np.int32)
+    wids = np.frombuffer(wikipedia_ids, dtype=np.int64) if len(wikipedia_ids) else np.zeros(0, np.int64)
     save_npy(os.path.join(folder, "entity_ids.npy"), ids)
     save_npy(os.path.join(folder, "wikipedia_ids.npy"), wids)
-    save_npy(os.path.join(folder, "counts.npy"),
-             np.asarray([counts_of.get(int(e), 0) if e >= 0 else 0 for e in ids], dtype=np.int64))
+    count_by_id = np.zeros(max(counts_of, default=-1) + 2, dtype=np.int64)
+    for entity_id, count in counts_of.items():
+        count_by_id[entity_id] = count
+    save_npy(os.path.join(folder, "counts.npy"), np.where(ids >= 0, count_by_id[np.maximum(ids, 0)], 0) if len(ids)
+             else np.zeros(0, np.int64))
     report = _write_lookups(folder, ids, wids)
     try:
         layout = tensor_layout(files["encodings"])

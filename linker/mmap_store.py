@@ -80,6 +80,28 @@ def write_strings(folder: str, name: str, texts: Iterable[str]) -> int:
     return writer.close()
 
 
+def write_arrow_strings(folder: str, name: str, strings) -> int:
+    """A pyarrow string array written as a StringColumn straight from its buffers (no Python strings)."""
+    import pyarrow as pa
+
+    array = strings.cast(pa.large_string()) if strings.type != pa.large_string() else strings
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks()
+    if array.null_count:
+        raise ValueError(f"{name}: null strings")
+    n = len(array)
+    _, offsets_buf, data_buf = array.buffers()
+    offsets = np.frombuffer(offsets_buf, dtype=np.int64, count=n + 1, offset=array.offset * 8) if n else np.zeros(1, np.int64)
+    start, end = int(offsets[0]), int(offsets[-1])
+    blob_path = os.path.join(folder, f"{name}.bin")
+    with open(blob_path + ".tmp", "wb") as fh:
+        if end > start:
+            fh.write(memoryview(data_buf)[start:end])
+    os.replace(blob_path + ".tmp", blob_path)
+    save_npy(os.path.join(folder, f"{name}.offsets.npy"), (offsets - start).astype(np.int64))
+    return n
+
+
 def _map_bytes(path: str) -> np.ndarray:
     if os.path.getsize(path) == 0:
         return np.zeros(0, dtype=np.uint8)

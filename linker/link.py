@@ -36,7 +36,7 @@ import json
 import logging
 import os
 from collections import OrderedDict
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
@@ -594,6 +594,3 @@ class Linker:
             self._cross_candidates.move_to_end(row)
         return ids
 
-
-def config_summary(config: LinkerConfig) -> dict:
-    return asdict(config)

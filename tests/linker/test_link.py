@@ -82,6 +82,21 @@ def test_hnsw_and_exact_linking_agree(indexed_release, sample_corpus, linker):
     assert np.mean(exact_top == hnsw_top) >= 0.95
 
 
+def test_a_worker_reads_no_table_whole(indexed_release, sample_corpus, monkeypatch):
+    """A worker (build_encodings=False) opens the prepared folder with memory maps: no Parquet table
+    of the corpus (alias table, vocabulary, descriptions) is read, whatever its size."""
+    import linker.catalogue
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a worker read a whole table")
+
+    for name in ("read_parquet_folder", "read_alias_index", "read_catalogue"):
+        monkeypatch.setattr(linker.catalogue, name, refuse)
+    worker = Linker(config(indexed_release, sample_corpus), build_encodings=False)
+    a, b = two_titles(worker)
+    assert [m.entity for m in worker.link_text(f"{a} or {b}?")] == [a, b]
+
+
 def test_stale_or_missing_encodings_are_not_built_on_workers(indexed_release, sample_corpus, tmp_path):
     with pytest.raises(FileNotFoundError, match="linker.cli index"):
         Linker(config(indexed_release, sample_corpus, encodings=str(tmp_path / "none")), build_encodings=False)

@@ -37,7 +37,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from linker.catalogue import AliasCandidate, alias_key
-from linker.mmap_store import StringColumn, StringHash, build_string_hash, load_npy, save_npy, write_arrow_strings
+from linker.mmap_store import (
+    StringColumn,
+    StringHash,
+    build_string_hash,
+    load_npy,
+    read_versioned_json,
+    save_npy,
+    write_arrow_strings,
+    write_json,
+)
 
 log = logging.getLogger(__name__)
 
@@ -163,20 +172,13 @@ def build_alias_index(corpus_dir: str, folder: str, settings: AliasIndexSettings
     report.update(keys=int(len(used_keys)), candidates=int(len(order)))
     meta = {"version": ALIASES_VERSION, "corpus_fingerprint": fingerprint, "settings": settings.to_dict(),
             "report": report}
-    with open(meta_path + ".tmp", "w", encoding="utf-8") as fh:
-        json.dump(meta, fh, indent=2, sort_keys=True)
-    os.replace(meta_path + ".tmp", meta_path)
+    write_json(meta_path, meta)
     log.info("alias candidate index: %s", json.dumps(report))
     return report
 
 
 def read_alias_meta(folder: str) -> dict | None:
-    path = os.path.join(folder, ALIASES_FILE)
-    if not os.path.isfile(path):
-        return None
-    with open(path, encoding="utf-8") as fh:
-        meta = json.load(fh)
-    return meta if meta.get("version") == ALIASES_VERSION else None
+    return read_versioned_json(os.path.join(folder, ALIASES_FILE), ALIASES_VERSION)
 
 
 class MappedAliasIndex:

@@ -142,10 +142,10 @@ class Combiner:
                    values.get("identity", {}))
 
     def save(self, folder: str) -> str:
+        from linker.mmap_store import write_json
+
         path = combiner_path(folder, self.identity)
-        with open(path + ".tmp", "w", encoding="utf-8") as fh:
-            json.dump(self.to_dict(), fh, indent=2, sort_keys=True)
-        os.replace(path + ".tmp", path)
+        write_json(path, self.to_dict())
         return path
 
 

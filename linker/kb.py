@@ -44,7 +44,9 @@ from linker.mmap_store import (
     StringWriter,
     build_string_hash,
     load_npy,
+    read_versioned_json,
     save_npy,
+    write_json,
     write_strings,
 )
 
@@ -178,12 +180,7 @@ def open_kb(folder: str) -> KnowledgeBase:
 
 
 def read_kb_meta(folder: str) -> dict | None:
-    path = os.path.join(folder, KB_FILE)
-    if not os.path.isfile(path):
-        return None
-    with open(path, encoding="utf-8") as fh:
-        meta = json.load(fh)
-    return meta if meta.get("version") == KB_VERSION else None
+    return read_versioned_json(os.path.join(folder, KB_FILE), KB_VERSION)
 
 
 def open_kb_encodings(kb: KnowledgeBase) -> np.ndarray | None:
@@ -200,10 +197,7 @@ def open_kb_encodings(kb: KnowledgeBase) -> np.ndarray | None:
 
 
 def _write_meta(folder: str, meta: dict) -> None:
-    tmp = os.path.join(folder, KB_FILE + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump({**meta, "version": KB_VERSION}, fh, indent=2, sort_keys=True)
-    os.replace(tmp, os.path.join(folder, KB_FILE))
+    write_json(os.path.join(folder, KB_FILE), {**meta, "version": KB_VERSION})
 
 
 def _start_build(folder: str) -> None:

@@ -26,6 +26,22 @@ from typing import Iterable
 import numpy as np
 
 
+def write_json(path: str, values: dict) -> None:
+    """A JSON file under a temporary name, then an atomic rename (the completion marker of a build)."""
+    with open(path + ".tmp", "w", encoding="utf-8") as fh:
+        json.dump(values, fh, indent=2, sort_keys=True)
+    os.replace(path + ".tmp", path)
+
+
+def read_versioned_json(path: str, version: int) -> dict | None:
+    """The JSON file at ``path`` when it exists and has ``"version": version``; else None."""
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as fh:
+        values = json.load(fh)
+    return values if values.get("version") == version else None
+
+
 def save_npy(path: str, array: np.ndarray) -> None:
     """``np.save`` under a temporary name, then an atomic rename."""
     tmp = path + ".tmp.npy"

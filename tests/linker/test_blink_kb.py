@@ -3,10 +3,8 @@ unmapped entities counted, dropped or kept; BLINK labels in the corpus job's pas
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import apache_beam as beam
-import numpy as np
 import pytest
 import torch
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline

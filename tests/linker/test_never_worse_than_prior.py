@@ -37,9 +37,15 @@ def untrained_release(folder: Path, corpus: Path) -> Path:
 
 
 def evaluate(model: Path, corpus: Path, out: Path) -> dict:
+    import torch
+
     from linker.evaluate import main
 
-    assert main(["--model", str(model), "--corpus", str(corpus), "--json", str(out), *EVAL]) == 0
+    threads = torch.get_num_threads()
+    try:
+        assert main(["--model", str(model), "--corpus", str(corpus), "--json", str(out), *EVAL]) == 0
+    finally:
+        torch.set_num_threads(threads)  # --torch_threads 1 must not outlive this test
     return json.loads(out.read_text())
 
 

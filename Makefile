@@ -53,6 +53,8 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_parallel.py --json benchmarks/results/parallel.json
 	$(PY) benchmarks/bench_trainer.py
 	$(PY) benchmarks/bench_linker.py --sizes tiny,base --json benchmarks/results/linker.json
+	$(PY) benchmarks/bench_linker_memory.py --json benchmarks/results/linker_memory.json
+	$(PY) benchmarks/bench_linker_quality.py --json benchmarks/results/linker_quality.json
 
 clean:
 	rm -rf out runs data/sample .pytest_cache

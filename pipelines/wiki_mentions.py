@@ -148,10 +148,9 @@ def build_pipeline(p: beam.Pipeline, cfg: WikiMentionsConfig, site: SiteInfo, ra
     articles_to_chunk = labeled["articles"]
     extra_stats: list = []
     if cfg.blink_model:
-        from pipelines.transforms.blink import AddBlinkLabels, blink_linker_config
+        from pipelines.transforms.blink import AddBlinkLabels, corpus_job_linker_config
 
-        linker_config = blink_linker_config(cfg.blink_model, cfg.blink_corpus, site.language)
-        blink = articles_to_chunk | "AddBlinkLabels" >> AddBlinkLabels(linker_config, cfg.blink_threshold)
+        blink = articles_to_chunk | "AddBlinkLabels" >> AddBlinkLabels(corpus_job_linker_config(cfg, site.language))
         articles_to_chunk, extra_stats = blink["articles"], list(blink["stats"])
     vocab = vocab_rows | "VocabPairs" >> beam.FlatMap(lambda rows: [(r["entity"], r["entity_id"]) for r in rows])
     chunks = {"articles": articles_to_chunk, "vocab": vocab} | "ChunkWindows" >> ChunkWindows(passage_options)
@@ -283,11 +282,11 @@ def run(argv: list[str] | None = None) -> int:
         # The manifest is the commit point: drop it first so that, until this
         # run completes, the folder reads as incomplete (never old + new).
         storage.delete_files([manifest_path])
-    if cfg.blink_model:  # entity encodings are built once, here, never on workers
-        from linker.link import prepare_encodings
-        from pipelines.transforms.blink import blink_linker_config
+    if cfg.blink_model:  # the linker's KB, encodings, alias candidate index and combination: built once, here
+        from linker.link import prepare_linker
+        from pipelines.transforms.blink import corpus_job_linker_config
 
-        prepare_encodings(blink_linker_config(cfg.blink_model, cfg.blink_corpus, site.language))
+        prepare_linker(corpus_job_linker_config(cfg, site.language))
     runner = options.view_as(StandardOptions).runner
     job = {"runner": runner, "read_ranges": len(ranges), "input": cfg.input}
     log.info("reading %s (%s, %s) in %d range(s) with %s", cfg.input, site.dbname or "unknown wiki",

@@ -114,10 +114,10 @@ def test_blink_kb_labels_reach_the_passages_with_corpus_ids(fake_release, sample
         articles.append(LabeledArticle(row + 1, title, text, [Mention(first, first + len(title), title, title, "hyperlink")]))
     vocab = list(catalogue.id_of_title().items())
     options = PassageOptions(tokenizer=str(sample_corpus / "tokenizer"), window=128, overlap=10,
-                             validation_fraction=0.0, split_salt="", num_shards=1)
+                             validation_fraction=0.0, split_salt="")
 
     def check_rows(keyed_rows):
-        rows = [row for _, row in keyed_rows]
+        rows = [row for _split, _page, row in keyed_rows]
         pa.Table.from_pylist(rows, schema=PASSAGE_SCHEMA)
         blink = [m for row in rows for m in row["mentions"] if m["source"] == "blink"]
         assert blink and all(m["entity_id"] == dict(vocab)[m["entity"]] for m in blink)

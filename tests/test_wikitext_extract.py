@@ -429,3 +429,14 @@ def test_unclosed_ref_at_page_end_counts_its_links():
     result = extract("Fact.<ref>See [[Source]] and [[Other]]")
     assert result.text == "Fact."
     assert result.counts["links_in_ref"] == 2 and result.counts["unclosed_tag"] == 1
+
+
+def test_utf16_halves_written_as_entities_become_one_character_and_lone_halves_u_fffd():
+    """`&#55357;&#56832;` is how some editors wrote emoji; decoded one entity at a time it leaves lone
+    surrogates, which no UTF-8 (Parquet) writer accepts, so one such page would fail a whole shard."""
+    result = extract("Smile &#55357;&#56832; and &#xD83D;&#xDE00;, lone &#xD800; then [[Paris]] &#65;.")
+    assert result.text == "Smile 😀 and 😀, lone \ufffd then Paris A."
+    result.text.encode("utf-8")  # strict: raises on any surrogate left
+    (link,) = result.links
+    assert result.text[link.start:link.end] == "Paris"
+    assert result.counts["lone_surrogate_entities"] == 1

@@ -187,6 +187,8 @@ def prepass(wikitext: str, *, max_depth: int = DEFAULT_MAX_DEPTH,
     counts: dict[str, int] = {}
     names: dict[str, int] = {}
     text = wikitext
+    if "&#" in text:
+        text = decode_surrogate_entities(text, counts)
     if "&lt;" in text:
         text, escaped = _ESCAPED_REF.subn(_unescape_ref, text)
         _bump(counts, "escaped_refs", escaped)
@@ -201,6 +203,29 @@ def prepass(wikitext: str, *, max_depth: int = DEFAULT_MAX_DEPTH,
         cleaned = drop_unclosed_external_brackets(cleaned, counts)
         cleaned = balance_link_brackets(cleaned, counts)
     return PrepassResult(cleaned, counts, names)
+
+
+_NUMERIC_ENTITY = re.compile(r"&#(?:[xX]([0-9a-fA-F]{1,6})|([0-9]{1,7}));")
+
+
+def _surrogate_or_keep(match: re.Match[str]) -> str:
+    value = int(match.group(1), 16) if match.group(1) else int(match.group(2))
+    return chr(value) if 0xD800 <= value <= 0xDFFF else match.group(0)
+
+
+def decode_surrogate_entities(text: str, counts: dict[str, int]) -> str:
+    """``&#55357;&#56832;`` (UTF-16 halves written as entities) -> the character they encode.
+
+    Decoded one by one, as the parser would, they leave lone surrogates that no UTF-8 writer accepts
+    (one such page would fail its whole Parquet shard). A valid pair becomes its character; a lone
+    half becomes U+FFFD, counted.
+    """
+    decoded = _NUMERIC_ENTITY.sub(_surrogate_or_keep, text)
+    if decoded is text or decoded == text:
+        return text
+    fixed = decoded.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    _bump(counts, "lone_surrogate_entities", fixed.count("\ufffd") - text.count("\ufffd"))
+    return fixed
 
 
 def _scan(text: str, context: _Context) -> str:

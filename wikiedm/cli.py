@@ -1,0 +1,76 @@
+"""The ``wikiedm`` command: every user-facing job of the toolkit as one subcommand.
+
+    wikiedm corpus --input DUMP --output OUT [--config FILE.yaml] [beam options]
+    wikiedm pretrain --config configs/pretrain/tiny.yaml --data OUT --output_dir RUN
+    wikiedm SUBCOMMAND --help
+
+Each subcommand runs its module's ``main()`` as ``python -m MODULE ARGS`` does (the module entry points
+documented before this command stay valid: they are the same code). Modules are imported only when
+their subcommand runs, so ``wikiedm --help`` is instant and needs neither Beam nor torch.
+"""
+from __future__ import annotations
+
+import importlib
+import sys
+from typing import NamedTuple
+
+
+class Subcommand(NamedTuple):
+    module: str  # its main() runs
+    fixed_args: tuple[str, ...]  # put before the user's arguments
+    summary: str
+
+
+SUBCOMMANDS: dict[str, Subcommand] = {
+    "corpus": Subcommand("pipelines.wiki_mentions", (), "dump -> passages, alias table, entity vocabulary, descriptions (Beam)"),
+    "link": Subcommand("pipelines.link_mentions", (), "link the mentions of a corpus's passages with a BLINK model (Beam)"),
+    "link-text": Subcommand("linker.cli", ("link",), "link mentions in text, JSONL or BLINK mention records"),
+    "interactive": Subcommand("linker.cli", ("interactive",), "type text, see its linked mentions"),
+    "index-linker": Subcommand("linker.cli", ("index",), "prepare a linker folder: KB, alias candidate index, FAISS index"),
+    "linker-vocab": Subcommand("linker.cli", ("vocab",), "write a BLINK entity vocabulary from a corpus"),
+    "train-linker": Subcommand("linker.train", (), "train a BLINK-format bi-encoder on a corpus's hyperlinks"),
+    "evaluate-linker": Subcommand("linker.evaluate", (), "accuracy of bi-encoder, cross-encoder, linker and alias prior"),
+    "pretrain": Subcommand("trainer.pretrain", (), "EDMem pre-training on DeepSpeed (`deepspeed` for several ranks)"),
+    "export": Subcommand("trainer.export", (), "a checkpoint -> one safetensors file with the full entity table"),
+    "validate": Subcommand("pipelines.validate", (), "check a corpus folder against its manifest.json"),
+    "report": Subcommand("pipelines.report", (), "label coverage plot and summary of a corpus folder"),
+    "card": Subcommand("pipelines.dataset_card", (), "(re)write a corpus folder's dataset card README.md"),
+    "fetch": Subcommand("pipelines.fetch_dump", (), "download a dump and verify it against Wikimedia's checksums"),
+    "sample": Subcommand("pipelines.sample_dump", (), "write the project's own small sample dump"),
+    "beam": Subcommand("pipelines.cli", (), "run any Beam pipeline file or module (`beam run FILE.py ...`)"),
+}
+
+
+def usage() -> str:
+    width = max(map(len, SUBCOMMANDS))
+    lines = [__doc__.strip(), "", "subcommands:"]
+    lines += [f"  {name:<{width}}  {sub.summary}  [python -m {' '.join((sub.module, *sub.fixed_args))}]"
+              for name, sub in SUBCOMMANDS.items()]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        sys.stdout.write(usage())
+        return 0 if argv else 2
+    name, rest = argv[0], argv[1:]
+    if name not in SUBCOMMANDS:
+        sys.stderr.write(f"wikiedm: unknown subcommand {name!r}\n\n{usage()}")
+        return 2
+    sub = SUBCOMMANDS[name]
+    # argv[0] names the subcommand, so each module's argparse usage reads `wikiedm NAME ...`.
+    sys.argv = [f"wikiedm {name}", *sub.fixed_args, *rest]
+    try:  # the module's own main(), which reads sys.argv as under `python -m MODULE`
+        returned = importlib.import_module(sub.module).main()
+    except SystemExit as exit_:
+        code = exit_.code
+        if code is None or isinstance(code, int):
+            return code or 0
+        sys.stderr.write(f"{code}\n")
+        return 1
+    return returned if isinstance(returned, int) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -87,6 +87,8 @@ def ratios(rows: list[dict]) -> dict:
         "marginal_cpu_ms_per_page": [
             round(1000 * (b["cpu_s"] - a["cpu_s"]) / (b["pages"] - a["pages"]), 3) for a, b in zip(rows, rows[1:])],
     }
+    if "peak_rss_over_runner_mib" in first:
+        out["peak_rss_over_runner_mib"] = [r["peak_rss_over_runner_mib"] for r in rows]
     if first["shuffled_per_page"] and last["shuffled_per_page"]:
         out["shuffled_per_page_ratio"] = round(last["shuffled_per_page"] / first["shuffled_per_page"], 3)
     if first["largest_group"] and last["largest_group"]:
@@ -108,6 +110,9 @@ def plot(results: dict, path: Path) -> None:
         pages = [r["pages"] for r in rows]
         axes[0].plot(pages, [r["cpu_ms_per_page"] for r in rows], "o-", label=label)
         axes[1].plot(pages, [r["peak_rss_mib"] for r in rows], "o-", label=label)
+        if "runner_baseline_peak_rss_mib" in rows[0]:
+            axes[1].plot(pages, [r["runner_baseline_peak_rss_mib"] for r in rows], "x--",
+                         label=f"{label}: DirectRunner baseline")
         if rows[0]["largest_group"]:
             axes[2].plot(pages, [r["largest_group"] for r in rows], "o-", label=label)
     for ax, title in zip(axes, ("CPU ms per page", "peak RSS (MiB)", "largest join group")):
@@ -135,6 +140,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--code", type=Path, action="append", default=[],
                         help="checkout(s) to run the job from (default: this one); repeat to compare")
     parser.add_argument("--workdir", type=Path, help="keep dumps and outputs here (default: a temporary folder)")
+    parser.add_argument("--runner_baseline", action="store_true",
+                        help="also measure runner_baseline.py (the job's reader, one shuffle, a sum) on each dump: "
+                             "the peak RSS the DirectRunner itself needs for that input")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--plot", type=Path)
     args = parser.parse_args(argv)
@@ -157,7 +165,14 @@ def main(argv: list[str] | None = None) -> int:
                     dump = work / f"synth-{size}-seed{args.seed}.xml.bz2"
                     if not dump.exists():
                         write_synth_dump(str(dump), size, args.seed)
-                rows.append({"size": size, **run_size(code, dump, work / f"out-{dump.name}-{len(results)}", extra)})
+                row = {"size": size, **run_size(code, dump, work / f"out-{dump.name}-{len(results)}", extra)}
+                if args.runner_baseline:
+                    baseline = measure([sys.executable, str(REPO / "benchmarks" / "runner_baseline.py"), str(dump)])
+                    row["runner_baseline_peak_rss_mib"] = round(baseline["peak_kib"] / 1024, 1)
+                    row["peak_rss_over_runner_mib"] = round(row["peak_rss_mib"] - row["runner_baseline_peak_rss_mib"], 1)
+                    print(f"  {'':>7}        runner baseline peak {row['runner_baseline_peak_rss_mib']:.0f} MiB: "
+                          f"the job holds {row['peak_rss_over_runner_mib']:.0f} MiB above it", flush=True)
+                rows.append(row)
             results[label] = rows
     summary = {label: ratios(rows) for label, rows in results.items() if len(rows) > 1}
     for label, r in summary.items():

@@ -324,11 +324,11 @@ def test_usable_candidates_filters_and_strips():
 
 
 def test_config_validation_and_help():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="ambiguity must be one of"):
         LabelConfig(ambiguity="random")
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="unknown stopword list 'klingon'"):
         LabelConfig(stopwords="klingon")
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"min_prior must be in \[0, 1\], got 2.0"):
         LabelConfig(min_prior=2.0)
     assert set(LabelConfig.help_texts()) == {f.name for f in dataclasses.fields(LabelConfig)}
     assert LabelConfig.for_language("uk").stopwords == "en,uk"
@@ -344,7 +344,7 @@ def test_stopword_file(tmp_path):
 
 
 def test_unknown_origin_is_an_error():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="unknown candidate origin 'nearby'"):
         label_missing_mentions("Paris", [], [AliasCandidate("Paris", "Paris", 5, 0.5, "nearby")], DEFAULT)
 
 

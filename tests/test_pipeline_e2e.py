@@ -144,7 +144,9 @@ def test_sample_entity_descriptions_cover_vocabulary_articles(sample_corpus: Pat
     assert len(rows) == len(ids) - 3  # every vocabulary entity has an article in the sample
     for r in rows:
         assert ids[r["entity"]] == r["entity_id"]
-        assert r["description"].startswith(r["entity"].split(" (")[0]) or r["description"]
+        # The lead paragraph of the entity's own article: the sample's leads open with the bold title.
+        assert r["description"].startswith(r["entity"].split(" (")[0]), r
+        assert "'''" not in r["description"] and "[[" not in r["description"], r
     assert all(r["description"].endswith(".") for r in rows)
 
 

@@ -81,6 +81,13 @@ def test_bad_pages_are_counted_dead_lettered_and_do_not_sink_the_job(tmp_path: P
     assert "dead letters" in proc.stdout
 
 
+def _mtime(path: Path) -> int | None:
+    try:
+        return path.stat().st_mtime_ns
+    except FileNotFoundError:  # removed between listing and stat
+        return None
+
+
 def test_killed_run_then_rerun_equals_an_uninterrupted_run(tmp_path: Path, sample_dump: str, sample_corpus: Path):
     """Kill a run part-way, run again into the same folder: the result is byte-identical to an
     uninterrupted run, and an earlier finished run's files with another shard count are gone."""
@@ -89,11 +96,18 @@ def test_killed_run_then_rerun_equals_an_uninterrupted_run(tmp_path: Path, sampl
     assert (out / "manifest.json").exists()
     cmd = [sys.executable, "-m", "pipelines.wiki_mentions", "--input", sample_dump, "--output", str(out),
            "--num_shards", "3", "--validation_fraction", "0.1"]
+    before = {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()}
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and (out / "manifest.json").exists():
-        time.sleep(0.05)  # the new run first withdraws the old manifest
-    time.sleep(1.5)
+
+    def written_by_the_new_run() -> list[Path]:
+        return [p for p in out.rglob("*") if p.is_file() and before.get(p) != _mtime(p)]
+
+    # Kill it part-way: once it has written something of its own (files have landed), while it still runs.
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and proc.poll() is None and not written_by_the_new_run():
+        time.sleep(0.02)
+    assert proc.poll() is None, "the run finished before it could be killed part-way"
+    assert written_by_the_new_run(), "the run wrote nothing before the kill"
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert not (out / "manifest.json").exists(), "a killed run must not look finished"

@@ -508,7 +508,12 @@ def _resolve_targets(entities, present: set[str] | None, config: LabelConfig,
             return TITLE_ALIAS if TITLE in entities[entity].origins else SAME_PAGE_ALIAS
 
         if config.ambiguity == "page" and len(entities) > 1 and not _single_owner(entities):
-            # The page's own use of the text decides: links with it to candidate entities, by position.
+            # Wikipedia's primary-topic convention: the candidate titled exactly with the text.
+            named = _titled(alias, entities, case_sensitive)
+            if named is not None:
+                targets[alias] = _Target(named, source_of(named))
+                continue
+            # Then the page's own use of the text: links with it to candidate entities, by position.
             links = [(start, e) for start, e in (anchors or {}).get(alias, ()) if e in entities]
             linked = {e for _start, e in links}
             if len(linked) == 1:
@@ -523,6 +528,19 @@ def _resolve_targets(entities, present: set[str] | None, config: LabelConfig,
         if entity is not None:
             targets[alias] = _Target(entity, source_of(entity))
     return targets
+
+
+def _titled(alias: str, entities, case_sensitive: bool) -> str | None:
+    """The one candidate whose title is ``alias`` (exactly, else but for the first letter's case)."""
+    if case_sensitive:
+        exact = [e for e in entities if e == alias]
+        if len(exact) == 1:
+            return exact[0]
+        upper_first = alias[:1].upper() + alias[1:]
+        near = [e for e in entities if e == upper_first]
+    else:
+        near = [e for e in entities if _fold(e, False) == alias]
+    return near[0] if len(near) == 1 else None
 
 
 def _single_owner(entities: dict[str, _EntityEvidence]) -> bool:

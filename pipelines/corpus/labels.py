@@ -473,7 +473,6 @@ class _EntityEvidence:
     prior: float = 0.0
     origins: set[str] = field(default_factory=set)
     own_name: bool = False  # the page's own entity, and the alias is its title or a trusted redirect
-    article_title: bool = False  # the alias is the title of the entity's article (alias-table source "title")
 
 
 def _resolve_targets(entities, present: set[str] | None, config: LabelConfig,
@@ -500,7 +499,6 @@ def _resolve_targets(entities, present: set[str] | None, config: LabelConfig,
             per_entity = by_alias.setdefault(alias if case_sensitive else _fold(alias, False), {})
             evidence = per_entity.get(entity) or per_entity.setdefault(entity, _EntityEvidence())
             evidence.prior = max(evidence.prior, prior)
-            evidence.article_title = evidence.article_title or "title" in sources
             evidence.origins.update(origins)
             if title_origin and not evidence.own_name:
                 evidence.own_name = is_curated_name(AliasCandidate(alias, entity, count, prior, TITLE, sources), config)
@@ -510,7 +508,7 @@ def _resolve_targets(entities, present: set[str] | None, config: LabelConfig,
             return TITLE_ALIAS if TITLE in entities[entity].origins else SAME_PAGE_ALIAS
 
         if config.ambiguity == "page" and len(entities) > 1 and not _single_owner(entities):
-            # Wikipedia's primary-topic convention: the candidate whose article has the text as title.
+            # Wikipedia's primary-topic convention: the candidate titled exactly with the text.
             named = _titled(alias, entities, case_sensitive)
             if named is not None:
                 targets[alias] = _Target(named, source_of(named))
@@ -532,10 +530,8 @@ def _resolve_targets(entities, present: set[str] | None, config: LabelConfig,
     return targets
 
 
-def _titled(alias: str, entities: dict[str, _EntityEvidence], case_sensitive: bool) -> str | None:
-    """The one candidate whose article is titled ``alias`` (exactly, else but for the first letter's
-    case). A red link has no article: its name is only an anchor, and claims no primary topic."""
-    entities = {e: ev for e, ev in entities.items() if ev.article_title}
+def _titled(alias: str, entities, case_sensitive: bool) -> str | None:
+    """The one candidate whose title is ``alias`` (exactly, else but for the first letter's case)."""
     if case_sensitive:
         exact = [e for e in entities if e == alias]
         if len(exact) == 1:

@@ -55,6 +55,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_linker.py --sizes tiny,base --json benchmarks/results/linker.json
 	$(PY) benchmarks/bench_linker_memory.py --json benchmarks/results/linker_memory.json
 	$(PY) benchmarks/bench_linker_quality.py --json benchmarks/results/linker_quality.json
+	$(PY) benchmarks/bench_labels.py --label latest --json benchmarks/results/labels-latest.json
 
 clean:
 	rm -rf out runs data/sample .pytest_cache

@@ -16,6 +16,13 @@ the copy, and checks which hidden spans came back as labels:
   correct      ... and with the hidden link's entity;
 * precision    correct / recovered.
 
+A hidden span the passages cannot hold (not on token boundaries, or longer
+than a window's overlap and cut by every window) is ``not_in_passages``: it is
+left out of recovered/recoverable/precision, which measure the labeller, and
+counted apart (the job's tokenizer and window settings decide, as in
+ChunkWindows). ``*_all`` fields keep every hidden span, for comparison with
+runs before that split.
+
 Hidden spans are found by extracting each page before and after hiding: the
 plain texts must be equal (pages where they are not are skipped and
 counted), and the hidden spans are the links of the original extraction that
@@ -48,7 +55,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
+from pipelines.corpus.tokenizer import load_encoder, tokenize_with_mentions  # noqa: E402
+from pipelines.corpus.windows import cut_windows  # noqa: E402
 from pipelines.dump import iter_pages, read_siteinfo  # noqa: E402
+from pipelines.records import Mention  # noqa: E402
 from pipelines.records import RawPage  # noqa: E402
 from pipelines.wikitext import (  # noqa: E402
     ExtractionError,
@@ -133,8 +143,21 @@ def hide_links(wiki: Wiki, page: RawPage, title: str) -> str:
     return _WIKILINK.sub(replace, page.text)
 
 
-def make_hidden_copy(src: str, dst: str) -> tuple[dict, dict]:
+def mark_in_passages(text: str, spans: list[dict], windows: dict) -> None:
+    """Set each span's ``in_passages``: would a mention there survive tokenisation and windowing?"""
+    mentions = [Mention(s["start"], s["end"], s["surface"], s["entity"], "hidden") for s in spans]
+    tokenized = tokenize_with_mentions(text, mentions, load_encoder(windows["tokenizer"]))
+    kept = {(w.mention.start, w.mention.end)
+            for window in cut_windows(tokenized.token_ids, tokenized.spans,
+                                      window=windows["window"], overlap=windows["overlap"])
+            for w in window.mentions}
+    for s in spans:
+        s["in_passages"] = (s["start"], s["end"]) in kept
+
+
+def make_hidden_copy(src: str, dst: str, windows: dict | None = None) -> tuple[dict, dict]:
     """Write the copy; return (hidden spans by page id, counts)."""
+    windows = windows or {"tokenizer": "gpt2-bpe", "window": 128, "overlap": 10}
     wiki = Wiki(src)
     header = dump_header(src)
     hidden: dict[int, list[dict]] = {}
@@ -161,6 +184,8 @@ def make_hidden_copy(src: str, dst: str) -> tuple[dict, dict]:
                             modified = text
                         else:
                             spans = _hidden_spans(wiki, title, before, after.links)
+                            if spans:
+                                mark_in_passages(before.text, spans, windows)
                             counts["hidden"] += len(spans)
                             if spans:
                                 hidden[page.page_id] = spans
@@ -191,6 +216,16 @@ def _hidden_spans(wiki: Wiki, title: str, extraction, after) -> list[dict]:
                       "context": text[max(0, m.start - 50):m.start] + "[[" + text[m.start:m.end] + "]]"
                       + text[m.end:m.end + 50]})
     return spans
+
+
+def window_settings(job_flags: list[str]) -> dict:
+    """The tokenizer and window settings the job runs with (its defaults unless flagged)."""
+    settings = {"tokenizer": "gpt2-bpe", "window": 128, "overlap": 10}
+    for i, flag in enumerate(job_flags[:-1]):
+        name = flag.lstrip("-")
+        if flag.startswith("--") and name in settings:
+            settings[name] = job_flags[i + 1] if name == "tokenizer" else int(job_flags[i + 1])
+    return settings
 
 
 def run_job(dump: str, out: str, extra: list[str]) -> float:
@@ -226,44 +261,63 @@ def score(hidden: dict[int, list[dict]], out: str, examples: int = 0) -> dict:
     labels = labels_by_page(out)
     own_entities = {s["entity"] for spans in hidden.values() for s in spans if s["own"]}
     own_aliases = aliases_of(out, own_entities)
-    n = recoverable = recovered = correct = recoverable_correct = 0
+    counts = {scope: defaultdict(int) for scope in ("passages", "all")}
     by_source: dict[str, int] = defaultdict(int)
     missed, wrong = [], []
+    elsewhere: dict[str, int] = defaultdict(int)  # labels on text that was never a link: volume only
+    for page_id, page_labels in labels.items():
+        at_hidden = {(s["start"], s["end"]) for s in hidden.get(page_id, ())}
+        for span, (_entity, source) in page_labels.items():
+            if source != "hyperlink" and span not in at_hidden:
+                elsewhere[source] += 1
     for page_id, spans in hidden.items():
         page_labels = labels.get(page_id, {})
         for s in spans:
-            n += 1
+            scopes = [counts["all"]] + ([counts["passages"]] if s.get("in_passages", True) else [])
             can = s["surface"] in s["anchors"] or (s["own"] and s["surface"] in own_aliases.get(s["entity"], ()))
-            recoverable += can
             label = page_labels.get((s["start"], s["end"]))
-            if label is None or label[1] == "hyperlink":
+            if label is not None and label[1] == "hyperlink":
+                label = None
+            right = label is not None and label[0] == s["entity"]
+            for c in scopes:
+                c["hidden"] += 1
+                c["recoverable"] += can
+                c["recovered"] += label is not None
+                c["correct"] += right
+                c["recoverable_correct"] += right and can
+            if not s.get("in_passages", True):
+                continue
+            if label is None:
                 overlapping = [(k, v) for k, v in page_labels.items() if k[0] < s["end"] and s["start"] < k[1]]
                 missed.append({"recoverable": can, "title": s["title"], "surface": s["surface"], "entity": s["entity"],
                                "anchors": s["anchors"][:5], "context": s["context"],
                                "overlapping_labels": [list(k) + list(v) for k, v in overlapping]})
                 continue
-            if label[0] != s["entity"]:
+            by_source[label[1]] += 1
+            if not right:
                 wrong.append({"title": s["title"], "surface": s["surface"], "entity": s["entity"],
                               "labelled": label[0], "source": label[1], "context": s["context"]})
-            recovered += 1
-            by_source[label[1]] += 1
-            right = label[0] == s["entity"]
-            correct += right
-            recoverable_correct += right and can
+    c, a = counts["passages"], counts["all"]
     return {
-        "hidden": n,
-        "recoverable": recoverable,
-        "recovered": recovered,
-        "correct": correct,
-        "recovered_of_hidden": round(correct / n, 4) if n else None,
-        "recoverable_correct": recoverable_correct,
-        "recovered_of_recoverable": round(recoverable_correct / recoverable, 4) if recoverable else None,
-        "precision": round(correct / recovered, 4) if recovered else None,
+        **{k: c[k] for k in ("hidden", "recoverable", "recovered", "correct", "recoverable_correct")},
+        "not_in_passages": a["hidden"] - c["hidden"],
+        "recovered_of_hidden": _ratio(c["correct"], c["hidden"]),
+        "recovered_of_recoverable": _ratio(c["recoverable_correct"], c["recoverable"]),
+        "precision": _ratio(c["correct"], c["recovered"]),
         "recovered_by_source": dict(sorted(by_source.items())),
+        "labels_elsewhere_by_source": dict(sorted(elsewhere.items())),
+        "all": {**{k: a[k] for k in ("hidden", "recoverable", "recovered", "correct", "recoverable_correct")},
+                "recovered_of_hidden": _ratio(a["correct"], a["hidden"]),
+                "recovered_of_recoverable": _ratio(a["recoverable_correct"], a["recoverable"]),
+                "precision": _ratio(a["correct"], a["recovered"])},
         "examples": {"missed_recoverable": [m for m in missed if m["recoverable"]][:examples],
                      "missed_other": [m for m in missed if not m["recoverable"]][:examples],
                      "wrong": wrong[:examples]} if examples else {},
     }
+
+
+def _ratio(a: int, b: int) -> float | None:
+    return round(a / b, 4) if b else None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -287,7 +341,7 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             name = Path(dump).name
             copy = os.path.join(tmp, name.split(".xml")[0] + "-hidden.xml.bz2")
-            hidden, counts = make_hidden_copy(dump, copy)
+            hidden, counts = make_hidden_copy(dump, copy, window_settings(extra))
             out = os.path.join(tmp, name + "-out")
             seconds = run_job(copy, out, extra)
             results[name] = {**counts, **score(hidden, out, args.examples), "job_seconds": round(seconds, 1)}
@@ -296,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"correct {r['correct']:>5}  of hidden {r['recovered_of_hidden']}  "
                   f"of recoverable {r['recovered_of_recoverable']}  precision {r['precision']}", flush=True)
     totals = {k: sum(r[k] for r in results.values())
-              for k in ("hidden", "recoverable", "recovered", "correct", "recoverable_correct")}
+              for k in ("hidden", "recoverable", "recovered", "correct", "recoverable_correct", "not_in_passages")}
     if totals["hidden"]:
         totals["recovered_of_hidden"] = round(totals["correct"] / totals["hidden"], 4)
         totals["recovered_of_recoverable"] = round(totals["recoverable_correct"] / max(totals["recoverable"], 1), 4)

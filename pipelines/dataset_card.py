@@ -64,6 +64,7 @@ _SOURCE_MEANING = {
     "hyperlink": "a link an editor wrote (`[[target\\|anchor]]`)",
     "same_page_alias": "unlinked text equal to an anchor or title of an entity linked elsewhere on the same page (EDMem §3.3.1)",
     "title_alias": "unlinked text naming the page's own entity (its title or a redirect to it)",
+    "same_page_number": "unlinked number (no letter, e.g. a year) that the same page links as anchor text, labelled with that link's entity",
     "blink": "labelled by an entity linker",
 }
 

@@ -19,7 +19,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipelines import storage
 
-SOURCES = ("hyperlink", "same_page_alias", "title_alias", "blink")
+SOURCES = ("hyperlink", "same_page_alias", "title_alias", "same_page_number", "blink")
 
 
 def coverage(output: str) -> dict:

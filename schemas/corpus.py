@@ -9,7 +9,7 @@ UNK_ENTITY_ID = 1
 MASK_ENTITY_ID = 2
 SPECIAL_ENTITIES = ("[PAD]", "[UNK]", "[MASK]")
 
-MENTION_SOURCES = ("hyperlink", "same_page_alias", "title_alias", "blink")
+MENTION_SOURCES = ("hyperlink", "same_page_alias", "title_alias", "same_page_number", "blink")
 
 MENTION_TYPE = pa.struct(
     [

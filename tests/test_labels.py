@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from pipelines.corpus.labels import (
     SAME_PAGE_ALIAS,
+    SAME_PAGE_NUMBER,
     TITLE_ALIAS,
     AliasCandidate,
     LabelConfig,
@@ -137,9 +138,56 @@ def test_numbers_without_letters_are_refused_by_default():
 def test_ambiguity_prior_takes_higher_prior_and_skip_refuses():
     text = "Georgia signed a treaty. Georgia won."
     cands = [linked("Georgia", "Georgia (country)", prior=0.3), linked("Georgia", "Georgia (U.S. state)", prior=0.6)]
-    out = label_missing_mentions(text, [], cands, DEFAULT)
+    out = label_missing_mentions(text, [], cands, DEFAULT)  # no link on the page: the prior decides
     assert {m.entity for m in out} == {"Georgia (U.S. state)"} and len(out) == 2
     assert label_missing_mentions(text, [], cands, dataclasses.replace(DEFAULT, ambiguity="skip")) == []
+
+
+def test_page_ambiguity_follows_the_pages_own_links_nearest_before():
+    text = "The Doric order. The Dorians came. A Doric temple. Doric settlers. Later a Doric column."
+    links = [link(text, "Doric", "Doric order"), link(text, "Dorians", "Dorians")]
+    # The page links "Doric" only to the order: that wins over the Dorians' higher global prior.
+    cands = [linked("Doric", "Doric order", prior=0.2), linked("Doric", "Dorians", prior=0.7), linked("Dorians", "Dorians")]
+    out = label_missing_mentions(text, links, cands, DEFAULT)
+    assert {(m.surface, m.entity) for m in out} == {("Doric", "Doric order")} and len(out) == 3
+    assert {m.entity for m in label_missing_mentions(text, links, cands, dataclasses.replace(DEFAULT, ambiguity="prior"))
+            } == {"Dorians"}
+    # Linked to both: each occurrence takes the entity of the nearest such link before it.
+    text2 = "The Doric order. A Doric temple. The Doric settlers came. Doric villages grew."
+    links2 = [link(text2, "Doric", "Doric order", 0), link(text2, "Doric", "Dorians", 2)]
+    out2 = label_missing_mentions(text2, links2, cands, DEFAULT)
+    assert [(m.start, m.entity) for m in out2] == [(text2.index("Doric temple"), "Doric order"),
+                                                   (text2.index("Doric villages"), "Dorians")]
+
+
+def test_page_ambiguity_prefers_the_candidate_titled_with_the_text():
+    text = "Herat is a city. Herat Province is large. In Herat, trade grew."
+    cands = [linked("Herat", "Herat", prior=0.4), linked("Herat", "Herat Province", prior=0.6)]
+    out = label_missing_mentions(text, [], cands, DEFAULT)
+    assert {m.entity for m in out} == {"Herat"} and len(out) == 3  # "Herat Province" is no alias here
+    lower = label_missing_mentions("variable stars shine", [], [linked("variable stars", "Variable stars", prior=0.1),
+                                                                linked("variable stars", "Variable star", prior=0.9)],
+                                   DEFAULT)
+    assert [m.entity for m in lower] == ["Variable stars"]  # first-letter case of titles
+
+
+def test_numbers_the_page_links_are_labelled_at_number_boundaries():
+    text = "In 1880 he left. By 1880 the town had 1,880 people, 1880.5 km, the 1880-х, and −1880; (1880) ended."
+    links = [link(text, "1880", "1880")]
+    out = label_missing_mentions(text, links, [], DEFAULT)
+    starts = [m.start for m in out]
+    assert all(m.source == SAME_PAGE_NUMBER and m.entity == "1880" for m in out)
+    assert starts == [text.index("1880 the"), text.index("(1880)") + 1]
+    assert label_missing_mentions(text, links, [], dataclasses.replace(DEFAULT, label_numbers=False)) == []
+    # Never from the alias table alone: a number the page does not link is not labelled.
+    assert label_missing_mentions(text, [], [linked("1880", "1880")], DEFAULT) == []
+
+
+def test_a_number_linked_to_two_entities_follows_the_nearest_link():
+    text = "Route 66 opened. Later 66 was renumbered. Psalm 66 reads. Its 66 verses."
+    links = [link(text, "66", "U.S. Route 66", 0), link(text, "66", "Psalm 66", 2)]
+    out = label_missing_mentions(text, links, [], dataclasses.replace(DEFAULT, min_alias_chars=2))
+    assert [(m.start, m.entity) for m in out] == [(text.index("66 was"), "U.S. Route 66"), (text.index("66 verses"), "Psalm 66")]
 
 
 def test_ambiguity_tie_goes_to_first_title():

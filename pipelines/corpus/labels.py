@@ -7,7 +7,14 @@ unlinked occurrence of an alias of
 (a) an entity hyperlinked anywhere in the same page -> ``"same_page_alias"``,
 (b) the page's own (title) entity                  -> ``"title_alias"``,
 
-becomes a mention of that entity. The Beam job joins each page with the
+becomes a mention of that entity. A further, separately versioned rule:
+
+(c) an unlinked occurrence of a page's own anchor text that has no letter
+    (a year, a number: "[[1880]]" then "1880 року")  -> ``"same_page_number"``.
+    Such aliases are refused by ``require_letter`` for (a), since a number
+    read from the global alias table means little; one the page itself links
+    is labelled with the page's entity, at number boundaries ("1880" is not
+    found in "1,880", "1880.5" or "1880-х"). ``label_numbers`` switches it off. The Beam job joins each page with the
 alias-table rows of its candidate entities and hands them here as
 :class:`AliasCandidate`; everything in this module is pure and per page.
 
@@ -33,8 +40,13 @@ Matching rules
   "New York"; a hyperlink's span is never relabelled.
 * One alias string naming two usable candidate entities of the page is
   resolved by ``ambiguity``: ``"prior"`` takes the higher p(entity | alias),
-  ties to the alphabetically first entity title; ``"skip"`` labels nothing.
-  Before either policy, the page's own entity wins for its own title (with or
+  ties to the alphabetically first entity title; ``"skip"`` labels nothing;
+  ``"page"`` (default) first asks the page: when the page links the alias
+  text itself to just one of them, that one; to several, at each occurrence
+  the entity of the nearest such link before it (else the first after), as
+  an author who wrote "[[Doric order|Doric]]" in one section and
+  "[[Dorians|Doric]]" in another means; otherwise the prior.
+  Before any policy, the page's own entity wins for its own title (with or
   without qualifier) and trusted redirects: in "Georgia (country)", "Georgia"
   is the country even though the linked U.S. state has a higher prior.
 
@@ -51,6 +63,7 @@ from __future__ import annotations
 
 from pipelines.fields import option as _opt
 
+import bisect
 import functools
 import re
 import unicodedata
@@ -69,8 +82,10 @@ ORIGINS = (LINKED, TITLE)
 
 SAME_PAGE_ALIAS = "same_page_alias"
 TITLE_ALIAS = "title_alias"
+SAME_PAGE_NUMBER = "same_page_number"
+LABEL_SOURCES = (SAME_PAGE_ALIAS, TITLE_ALIAS, SAME_PAGE_NUMBER)
 
-AMBIGUITY_POLICIES = ("prior", "skip")
+AMBIGUITY_POLICIES = ("page", "prior", "skip")
 
 # Languages written (mostly) without spaces or with short names: 2-character aliases are real names there.
 SHORT_NAME_LANGUAGES = frozenset(
@@ -142,9 +157,11 @@ class LabelConfig:
         "with one word per line; 'none' for no list. LabelConfig.for_language picks 'en,<lang>'.",
     )
     ambiguity: str = _opt(
-        "prior",
-        "When one alias fits two candidate entities of the page: 'prior' labels the entity with the "
-        "higher p(entity | alias) (ties: first title alphabetically); 'skip' labels neither.",
+        "page",
+        "When one alias fits two candidate entities of the page: 'page' labels the one the page itself "
+        "links with that text (several: the nearest such link before the occurrence), else as 'prior'; "
+        "'prior' labels the entity with the higher p(entity | alias) (ties: first title alphabetically); "
+        "'skip' labels neither.",
     )
     case_sensitive: bool = _opt(
         True,
@@ -154,6 +171,12 @@ class LabelConfig:
     label_title_entity: bool = _opt(True, "Label aliases of the page's own title entity ('title_alias').")
     label_linked_entities: bool = _opt(
         True, "Label aliases of entities hyperlinked in the same page ('same_page_alias')."
+    )
+    label_numbers: bool = _opt(
+        True,
+        "Label unlinked occurrences of the page's own letterless anchor texts ('[[1880]]', then "
+        "'1880 року') with the entity the page links them to ('same_page_number'), at number "
+        "boundaries. Only matters with require_letter, which keeps numbers out of the other rules.",
     )
     trust_redirects: bool = _opt(
         True,
@@ -273,10 +296,24 @@ def usable_candidates(cands: Iterable[AliasCandidate], config: LabelConfig) -> l
 
 @dataclass(slots=True)
 class _Target:
-    """The entity one alias string labels in this page."""
+    """The entity one alias string labels in this page (``entity``/``source``), or, when the page
+    links that text to several candidates, the choice by position: ``by_position`` holds
+    (link start, entity, source) sorted by start, and :meth:`at` picks the nearest link before."""
 
     entity: str
     source: str
+    by_position: tuple[tuple[int, str, str], ...] = ()
+
+    def at(self, start: int) -> tuple[str, str]:
+        if not self.by_position:
+            return self.entity, self.source
+        i = bisect.bisect_right(self.by_position, start, key=_link_start) - 1
+        _start, entity, source = self.by_position[max(i, 0)]
+        return entity, source
+
+
+def _link_start(choice: tuple[int, str, str]) -> int:
+    return choice[0]
 
 
 # A pre-filtered alias as the Beam job ships it to a page: (alias, count, prior, sources, first
@@ -332,7 +369,10 @@ def label_page(
     folded = _fold(text, config.case_sensitive)
     token_re = _TOKENS_SPLITTING_UNSPACED if config.match_unspaced_scripts else _TOKENS_WHOLE_WORDS
     present = set(token_re.findall(folded))
-    targets = _resolve_targets(entities, present, config)
+    anchors = _page_anchors(folded, hyperlinks)
+    targets = _resolve_targets(entities, present, config, anchors)
+    if config.label_numbers and config.require_letter:
+        _add_number_targets(targets, anchors, config)
     if not targets:
         return []
     occurrences = _find_occurrences(folded, _alias_automaton(targets), config.match_unspaced_scripts)
@@ -346,10 +386,66 @@ def label_page(
     for start, end, target in sorted(occurrences, key=lambda o: (o[0] - o[1], o[0])):
         if occupied.find(1, start, end) != -1:
             continue
+        if target.source == SAME_PAGE_NUMBER and not _whole_number(text, start, end):
+            continue
         occupied[start:end] = b"\x01" * (end - start)
-        labels.append(Mention(start, end, text[start:end], target.entity, target.source))
+        entity, source = target.at(start)
+        labels.append(Mention(start, end, text[start:end], entity, source))
     labels.sort(key=lambda m: m.start)
     return labels
+
+
+def _page_anchors(folded: str, hyperlinks: Sequence[Mention]) -> dict[str, list[tuple[int, str]]]:
+    """Folded anchor text -> [(link start, entity)] of the page's hyperlinks, by start."""
+    anchors: dict[str, list[tuple[int, str]]] = {}
+    for link in sorted(hyperlinks, key=lambda m: m.start):
+        surface = folded[max(0, link.start):link.end].strip()
+        if surface:
+            anchors.setdefault(surface, []).append((link.start, link.entity))
+    return anchors
+
+
+def _has_letter(s: str) -> bool:
+    return any(unicodedata.category(ch).startswith("L") for ch in s)
+
+
+def _add_number_targets(targets: dict[str, "_Target"], anchors: dict[str, list[tuple[int, str]]],
+                        config: LabelConfig) -> None:
+    """Rule (c): the page's letterless anchor texts with a digit, labelled as the page links them."""
+    for surface, links in anchors.items():
+        if surface in targets or len(surface) < config.min_alias_chars or _has_letter(surface):
+            continue
+        if not any(ch.isdigit() for ch in surface):
+            continue
+        entities = {entity for _start, entity in links}
+        if len(entities) == 1:
+            targets[surface] = _Target(links[0][1], SAME_PAGE_NUMBER)
+        elif config.ambiguity == "page":
+            targets[surface] = _Target(links[0][1], SAME_PAGE_NUMBER,
+                                       tuple((start, entity, SAME_PAGE_NUMBER) for start, entity in links))
+
+
+_NUMBER_SEPARATORS = frozenset(".,:/")
+_HYPHENS = frozenset("-\u2010\u2011")
+_SIGNS = frozenset("\u2212\u00b1+")
+
+
+def _whole_number(text: str, start: int, end: int) -> bool:
+    """Is text[start:end] a whole number, not part of '1,880', '1880.5', '−1880' or '1880-х'?"""
+    n = len(text)
+    if start:
+        before = text[start - 1]
+        if before in _SIGNS:
+            return False
+        if start >= 2 and ((before in _NUMBER_SEPARATORS and text[start - 2].isdigit())
+                           or (before in _HYPHENS and text[start - 2].isalpha())):
+            return False
+    if end < n:
+        after = text[end]
+        if end + 1 < n and ((after in _NUMBER_SEPARATORS and text[end + 1].isdigit())
+                            or (after in _HYPHENS and text[end + 1].isalpha())):
+            return False
+    return True
 
 
 def count_by_source(mentions: Iterable[Mention]) -> dict[str, int]:
@@ -379,7 +475,8 @@ class _EntityEvidence:
     own_name: bool = False  # the page's own entity, and the alias is its title or a trusted redirect
 
 
-def _resolve_targets(entities, present: set[str] | None, config: LabelConfig) -> dict[str, _Target]:
+def _resolve_targets(entities, present: set[str] | None, config: LabelConfig,
+                     anchors: dict[str, list[tuple[int, str]]] | None = None) -> dict[str, _Target]:
     """Folded alias -> the one entity it labels, after switches and ambiguity.
 
     With ``present`` (the page's tokens), only aliases whose first token is
@@ -407,11 +504,47 @@ def _resolve_targets(entities, present: set[str] | None, config: LabelConfig) ->
                 evidence.own_name = is_curated_name(AliasCandidate(alias, entity, count, prior, TITLE, sources), config)
     targets = {}
     for alias, entities in by_alias.items():
+        def source_of(entity: str) -> str:
+            return TITLE_ALIAS if TITLE in entities[entity].origins else SAME_PAGE_ALIAS
+
+        if config.ambiguity == "page" and len(entities) > 1 and not _single_owner(entities):
+            # Wikipedia's primary-topic convention: the candidate titled exactly with the text.
+            named = _titled(alias, entities, case_sensitive)
+            if named is not None:
+                targets[alias] = _Target(named, source_of(named))
+                continue
+            # Then the page's own use of the text: links with it to candidate entities, by position.
+            links = [(start, e) for start, e in (anchors or {}).get(alias, ()) if e in entities]
+            linked = {e for _start, e in links}
+            if len(linked) == 1:
+                entity = links[0][1]
+                targets[alias] = _Target(entity, source_of(entity))
+                continue
+            if len(linked) > 1:
+                choices = tuple((start, e, source_of(e)) for start, e in links)
+                targets[alias] = _Target(choices[0][1], choices[0][2], choices)
+                continue
         entity = _pick_entity(entities, config.ambiguity)
         if entity is not None:
-            source = TITLE_ALIAS if TITLE in entities[entity].origins else SAME_PAGE_ALIAS
-            targets[alias] = _Target(entity, source)
+            targets[alias] = _Target(entity, source_of(entity))
     return targets
+
+
+def _titled(alias: str, entities, case_sensitive: bool) -> str | None:
+    """The one candidate whose title is ``alias`` (exactly, else but for the first letter's case)."""
+    if case_sensitive:
+        exact = [e for e in entities if e == alias]
+        if len(exact) == 1:
+            return exact[0]
+        upper_first = alias[:1].upper() + alias[1:]
+        near = [e for e in entities if e == upper_first]
+    else:
+        near = [e for e in entities if _fold(e, False) == alias]
+    return near[0] if len(near) == 1 else None
+
+
+def _single_owner(entities: dict[str, _EntityEvidence]) -> bool:
+    return sum(ev.own_name for ev in entities.values()) == 1
 
 
 def _pick_entity(entities: dict[str, _EntityEvidence], policy: str) -> str | None:

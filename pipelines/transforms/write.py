@@ -189,7 +189,7 @@ class SaveTokenizerFn(beam.DoFn):
 HEADLINE_COUNTERS = (
     "pages_read", "articles", "redirects", "disambiguation_pages", "redirect_loops",
     "redirect_chains_too_long", "siteinfo_missing", "mentions/hyperlink", "mentions/same_page_alias",
-    "mentions/title_alias", "mentions/blink", "passages/train", "passages/validation",
+    "mentions/title_alias", "mentions/same_page_number", "mentions/blink", "passages/train", "passages/validation",
 )
 
 

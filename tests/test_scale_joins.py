@@ -49,7 +49,7 @@ def test_lookup_join_splits_hot_keys_into_bounded_groups():
         assert_that(_stat(stats, "largest_group/Echo") | beam.Map(lambda kv: kv[1] <= 20), equal_to([True]),
                     label="Bounded")
         assert_that(_stat(stats, "volume/Echo/requests"), equal_to([("volume/Echo/requests", 103)]), label="Volume")
-    assert salts_needed(100, 10) == 10 and salts_needed(10, 10) == 1 and salts_needed(0, 10) == 1
+    assert salts_needed(100, 10) == 13 and salts_needed(11, 10) == 2 and salts_needed(10, 10) == 1 and salts_needed(0, 10) == 1
 
 
 def test_lookup_join_keeps_one_pages_requests_in_one_group():

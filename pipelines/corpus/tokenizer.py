@@ -77,6 +77,35 @@ class TokenizedArticle:
     spans: list[TokenMention]
     dropped: int = 0  # mentions whose boundaries fall inside a token (or cover no token)
     dropped_mentions: list[Mention] = field(default_factory=list)
+    bounds: "TokenBounds | None" = None  # with ``with_bounds=True``: where each token boundary lies in the text
+
+
+@dataclass(frozen=True, slots=True)
+class TokenBounds:
+    """Where the boundaries between tokens lie in the text, for cutting passage text.
+
+    Boundary ``k`` (0..n) is the one before token ``k`` (``n``: the end). The
+    characters wholly inside tokens ``[s, e)`` are ``text[first_char[s]:end_char[e]]``
+    (empty when ``end_char[e] < first_char[s]``). For GPT-2's byte-level BPE a
+    boundary is a byte position: ``first_char[k]`` is the first character starting
+    at or after it and ``end_char[k]`` the end of the last character ending at or
+    before it; they differ only where the boundary falls inside a multi-byte
+    character (its bytes split between two tokens), which then belongs to neither
+    side. Text, here, is the text as tokenised: lone surrogates are U+FFFD.
+    """
+
+    text: str
+    first_char: "np.ndarray"
+    end_char: "np.ndarray"
+
+    def span(self, token_start: int, token_end: int) -> tuple[int, int]:
+        """Character range ``[start, end)`` of the text wholly inside tokens ``[token_start, token_end)``."""
+        start = int(self.first_char[token_start])
+        return start, max(start, int(self.end_char[token_end]))
+
+    def splits_a_character(self, boundary: int) -> bool:
+        """Whether boundary ``k`` falls inside a character (whose bytes two tokens share)."""
+        return bool(self.first_char[boundary] != self.end_char[boundary])
 
 
 # --------------------------------------------------------------------------- loading
@@ -203,6 +232,26 @@ class Gpt2BpeEncoder:
         start = np.minimum(start + lead, end)
         end = np.where((trail > 0) & (end >= trail), np.maximum(end - trail, start), end)
         return ids, start, end
+
+    def boundary_chars(self, text: str, ids: "np.ndarray") -> tuple["np.ndarray", "np.ndarray"]:
+        """(first_char, end_char) of every token boundary of ``text`` (tokenised, surrogate-free): see :class:`TokenBounds`."""
+        import numpy as np
+
+        boundaries = np.zeros(len(ids) + 1, dtype=np.int64)
+        np.cumsum(self._byte_len[np.asarray(ids, dtype=np.int64)], out=boundaries[1:])
+        if text.isascii():
+            return boundaries, boundaries
+        utf8 = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
+        if int(boundaries[-1]) != len(utf8):  # pragma: no cover - the ids are the text's own
+            raise RuntimeError(f"token bytes ({int(boundaries[-1])}) do not cover the text ({len(utf8)} bytes)")
+        is_first_byte = (utf8 & 0xC0) != 0x80
+        chars_before = np.zeros(len(utf8) + 1, dtype=np.int64)  # characters starting before byte b
+        np.cumsum(is_first_byte, out=chars_before[1:])
+        first_char = chars_before[boundaries]
+        inside = np.zeros(len(boundaries), dtype=bool)  # the boundary's byte continues a character
+        inner = boundaries < len(utf8)
+        inside[inner] = ~is_first_byte[boundaries[inner]]
+        return first_char, first_char - inside
 
 
 def gpt2_mergeable_ranks(vocab_path: str, merges_path: str) -> dict[bytes, int]:
@@ -425,8 +474,38 @@ def _hf_encode_with_offsets(text: str, tokenizer: "PreTrainedTokenizerFast") -> 
     return list(batch["input_ids"]), [tuple(o) for o in batch["offset_mapping"]]
 
 
-def tokenize_with_mentions(text: str, mentions: Sequence[Mention], tokenizer: Tokenizer) -> TokenizedArticle:
-    """Tokenise ``text`` and map each character mention onto whole tokens."""
+def token_bounds(text: str, ids, starts: "np.ndarray", ends: "np.ndarray", tokenizer: Tokenizer) -> TokenBounds:
+    """:class:`TokenBounds` of a tokenised text.
+
+    GPT-2's byte-level BPE (the default encoder): exact, from the tokens' bytes.
+    Any other tokenizer: from its character offsets, a boundary before token ``k``
+    at that token's start offset, and the end of tokens ``[s, e)`` at the largest
+    end offset among them (a normaliser may make offsets approximate there).
+    """
+    import numpy as np
+
+    clean = _without_surrogates(text)
+    if isinstance(tokenizer, Gpt2BpeEncoder):
+        first_char, end_char = tokenizer.boundary_chars(clean, np.asarray(ids, dtype=np.int64))
+        return TokenBounds(clean, first_char, end_char)
+    n = len(ids)
+    first_char = np.empty(n + 1, dtype=np.int64)
+    first_char[:n] = starts
+    first_char[n] = len(clean)
+    end_char = np.zeros(n + 1, dtype=np.int64)
+    if n:
+        end_char[1:] = np.maximum.accumulate(np.asarray(ends, dtype=np.int64))
+    first_char[:n] = np.minimum(first_char[:n], first_char[n])
+    return TokenBounds(clean, first_char, end_char)
+
+
+def tokenize_with_mentions(text: str, mentions: Sequence[Mention], tokenizer: Tokenizer, *,
+                           with_bounds: bool = False) -> TokenizedArticle:
+    """Tokenise ``text`` and map each character mention onto whole tokens.
+
+    ``with_bounds``: also return where the token boundaries lie in the text
+    (:class:`TokenBounds`), to cut each window's text.
+    """
     import numpy as np
 
     ids, starts, ends = _encode_arrays(text, tokenizer)
@@ -443,7 +522,8 @@ def tokenize_with_mentions(text: str, mentions: Sequence[Mention], tokenizer: To
             dropped.append(m)
         else:
             spans.append(TokenMention(span[0], span[1], m))
-    return TokenizedArticle(token_ids=ids, spans=spans, dropped=len(dropped), dropped_mentions=dropped)
+    bounds = token_bounds(text, ids, starts, ends, tokenizer) if with_bounds else None
+    return TokenizedArticle(token_ids=ids, spans=spans, dropped=len(dropped), dropped_mentions=dropped, bounds=bounds)
 
 
 def token_span(

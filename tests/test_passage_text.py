@@ -131,29 +131,57 @@ def test_offsets_are_the_same_without_the_text_column():
         assert [{k: v for k, v in r.items() if k != "text"} for r in rows] == bare
 
 
-def test_hugging_face_tokenizer_offsets_give_the_same_mentions():
-    """Another (Hugging Face) tokenizer cuts the text from its offsets: mentions still index it
-    (a character split at a window edge is then kept whole, where the exact GPT-2 path leaves it out)."""
+def test_a_hugging_face_byte_level_tokenizer_cuts_the_same_text(encoder):
+    """The GPT-2 BPE loaded as a Hugging Face tokenizer (as from a directory) gives the exact
+    byte-level window text too: the same bounds as tiktoken's, on the Cyrillic excerpt."""
     from tests.dump_articles import dump_articles
 
     tok = load_tokenizer()
-    title, text, links = dump_articles("enwiki-pear-1page-schema0.10.xml")[0]
-    mentions = [Mention(l.start, l.end, l.surface, l.target, "hyperlink") for l in links]
-    tokenized = tokenize_with_mentions(text, mentions, tok, with_bounds=True)
-    from pipelines.corpus.windows import cut_windows
+    for _title, text, _links in dump_articles("ukwiki-2023-first100k-lines-truncated.xml.xz")[:30]:
+        hf = tokenize_with_mentions(text, [], tok, with_bounds=True).bounds
+        tt = tokenize_with_mentions(text, [], encoder, with_bounds=True).bounds
+        assert (hf.first_char == tt.first_char).all() and (hf.end_char == tt.end_char).all()
 
+
+def visible(text: str) -> str:
+    return "".join(ch for ch in text if ch.isprintable() and not ch.isspace())
+
+
+def test_another_tokenizer_cuts_the_text_from_its_offsets():
+    """A tokenizer that is not byte-level (a WordPiece that lowercases, trained here on the
+    excerpt) cuts the window text from its offsets: mentions still index it."""
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    from pipelines.corpus.windows import cut_windows
+    from tests.dump_articles import dump_articles
+
+    articles = dump_articles("simplewiki-2019-7pages.xml.bz2") + dump_articles("ukwiki-2023-first100k-lines-truncated.xml.xz")[:20]
+    backend = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    backend.normalizer = normalizers.BertNormalizer(lowercase=True, strip_accents=False)
+    backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    backend.train_from_iterator((text for _t, text, _l in articles),
+                                trainers.WordPieceTrainer(vocab_size=2000, special_tokens=["[UNK]"]))
+    tok = PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="[UNK]")
     checked = 0
-    for w in cut_windows(tokenized.token_ids, tokenized.spans, window=WINDOW, overlap=OVERLAP):
-        start, end = tokenized.bounds.span(w.token_start, w.token_start + len(w.token_ids))
-        window_text = text[start:end]
-        decoded = tok.decode(w.token_ids)
-        if "\ufffd" not in decoded:  # offsets cover a character split at the edge whole: decode cannot
-            assert window_text.strip() == decoded.strip()
-        for span in w.mentions:
-            m = span.mention
-            assert window_text[m.start - start:m.end - start] == m.surface
-            checked += 1
-    assert checked > 50
+    for _title, text, links in articles:
+        mentions = [Mention(l.start, l.end, l.surface, l.target, "hyperlink") for l in links]
+        tokenized = tokenize_with_mentions(text, mentions, tok, with_bounds=True)
+        previous_end = 0
+        for w in cut_windows(tokenized.token_ids, tokenized.spans, window=WINDOW, overlap=OVERLAP):
+            start, end = tokenized.bounds.span(w.token_start, w.token_start + len(w.token_ids))
+            assert start <= previous_end  # overlapping windows: no gap
+            previous_end = end
+            window_text = text[start:end]
+            decoded = tok.decode(w.token_ids)
+            if "[UNK]" not in decoded:  # the same text, less what the normaliser removes
+                assert visible(decoded.replace("##", "")) == visible(window_text.lower())
+            for span in w.mentions:
+                m = span.mention
+                if start <= m.start and m.end <= end:  # else left out of the window, and counted
+                    assert window_text[m.start - start:m.end - start] == m.surface
+                    checked += 1
+    assert checked > 1000
 
 
 def test_a_character_split_between_tokens_is_left_out_at_the_edge(encoder):

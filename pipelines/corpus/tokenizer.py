@@ -235,23 +235,57 @@ class Gpt2BpeEncoder:
 
     def boundary_chars(self, text: str, ids: "np.ndarray") -> tuple["np.ndarray", "np.ndarray"]:
         """(first_char, end_char) of every token boundary of ``text`` (tokenised, surrogate-free): see :class:`TokenBounds`."""
-        import numpy as np
+        return _boundary_chars(text, self._byte_len[ids])
 
-        boundaries = np.zeros(len(ids) + 1, dtype=np.int64)
-        np.cumsum(self._byte_len[np.asarray(ids, dtype=np.int64)], out=boundaries[1:])
-        if text.isascii():
-            return boundaries, boundaries
-        utf8 = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
-        if int(boundaries[-1]) != len(utf8):  # pragma: no cover - the ids are the text's own
-            raise RuntimeError(f"token bytes ({int(boundaries[-1])}) do not cover the text ({len(utf8)} bytes)")
-        is_first_byte = (utf8 & 0xC0) != 0x80
-        chars_before = np.zeros(len(utf8) + 1, dtype=np.int64)  # characters starting before byte b
-        np.cumsum(is_first_byte, out=chars_before[1:])
-        first_char = chars_before[boundaries]
-        inside = np.zeros(len(boundaries), dtype=bool)  # the boundary's byte continues a character
-        inner = boundaries < len(utf8)
-        inside[inner] = ~is_first_byte[boundaries[inner]]
-        return first_char, first_char - inside
+
+def _boundary_chars(text: str, token_byte_len: "np.ndarray") -> tuple["np.ndarray", "np.ndarray"]:
+    """Byte-level tokens of ``text`` (their UTF-8 byte lengths, in order) -> (first_char, end_char) per boundary."""
+    import numpy as np
+
+    boundaries = np.zeros(len(token_byte_len) + 1, dtype=np.int64)
+    np.cumsum(token_byte_len, out=boundaries[1:])
+    if text.isascii():
+        return boundaries, boundaries
+    utf8 = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
+    if int(boundaries[-1]) != len(utf8):  # pragma: no cover - the ids are the text's own
+        raise RuntimeError(f"token bytes ({int(boundaries[-1])}) do not cover the text ({len(utf8)} bytes)")
+    is_first_byte = (utf8 & 0xC0) != 0x80
+    chars_before = np.zeros(len(utf8) + 1, dtype=np.int64)  # characters starting before byte b
+    np.cumsum(is_first_byte, out=chars_before[1:])
+    first_char = chars_before[boundaries]
+    inside = np.zeros(len(boundaries), dtype=bool)  # the boundary's byte continues a character
+    inner = boundaries < len(utf8)
+    inside[inner] = ~is_first_byte[boundaries[inner]]
+    return first_char, first_char - inside
+
+
+def _byte_level_lengths(tokenizer) -> "np.ndarray | None":
+    """UTF-8 byte length of every id of a Hugging Face byte-level BPE (GPT-2, RoBERTa, BART...), or None.
+
+    Such a vocabulary spells bytes with GPT-2's printable alphabet; an added token
+    (a special like ``<s>``) is its own text. Cached on the tokenizer object.
+    """
+    import numpy as np
+
+    hf = tokenizer.tokenizer if isinstance(tokenizer, HfEncoder) else tokenizer
+    cached = getattr(hf, "_wikiedm_byte_len", False)
+    if cached is not False:
+        return cached
+    backend = getattr(hf, "backend_tokenizer", None)
+    lengths = None
+    if backend is not None and type(backend.decoder).__name__ == "ByteLevel":
+        alphabet = set(_bytes_to_unicode().values())
+        added = set(backend.get_vocab(with_added_tokens=True)) - set(backend.get_vocab(with_added_tokens=False))
+        vocab = backend.get_vocab(with_added_tokens=True)
+        lengths = np.zeros(max(vocab.values()) + 1, dtype=np.int64)
+        for piece, i in vocab.items():
+            byte_spelled = piece not in added and all(ch in alphabet for ch in piece)
+            lengths[i] = len(piece) if byte_spelled else len(piece.encode("utf-8"))
+    try:
+        hf._wikiedm_byte_len = lengths
+    except AttributeError:  # pragma: no cover - a slotted object: recompute next time
+        pass
+    return lengths
 
 
 def gpt2_mergeable_ranks(vocab_path: str, merges_path: str) -> dict[bytes, int]:
@@ -478,6 +512,8 @@ def token_bounds(text: str, ids, starts: "np.ndarray", ends: "np.ndarray", token
     """:class:`TokenBounds` of a tokenised text.
 
     GPT-2's byte-level BPE (the default encoder): exact, from the tokens' bytes.
+    A Hugging Face byte-level BPE (GPT-2, RoBERTa, BART from a directory): exact
+    too, from its vocabulary's byte spellings, when they add up to the text's bytes.
     Any other tokenizer: from its character offsets, a boundary before token ``k``
     at that token's start offset, and the end of tokens ``[s, e)`` at the largest
     end offset among them (a normaliser may make offsets approximate there).
@@ -488,6 +524,11 @@ def token_bounds(text: str, ids, starts: "np.ndarray", ends: "np.ndarray", token
     if isinstance(tokenizer, Gpt2BpeEncoder):
         first_char, end_char = tokenizer.boundary_chars(clean, np.asarray(ids, dtype=np.int64))
         return TokenBounds(clean, first_char, end_char)
+    lengths = _byte_level_lengths(tokenizer)
+    if lengths is not None:
+        token_bytes = lengths[np.asarray(ids, dtype=np.int64)]
+        if int(token_bytes.sum()) == len(clean.encode("utf-8")):  # else a normaliser changed the text: offsets
+            return TokenBounds(clean, *_boundary_chars(clean, token_bytes))
     n = len(ids)
     first_char = np.empty(n + 1, dtype=np.int64)
     first_char[:n] = starts

@@ -40,6 +40,8 @@ def chunk_rows(name: str, passage_text: bool = True, limit: int | None = None):
         mentions = [Mention(l.start, l.end, l.surface, l.target, "hyperlink") for l in links]
         article = LabeledArticle(page_id=page_id, title=title, text=text, mentions=mentions)
         out.append((text, [row for _split, _key, row in fn.process(article, {})]))
+    # No mention whose tokens a window holds reaches past the window's text (README says 0).
+    assert fn._tally.get("passage_mentions_dropped/outside_window_text", 0) == 0
     return out
 
 

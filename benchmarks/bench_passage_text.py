@@ -79,11 +79,74 @@ def show_example(out: Path, passage_id: str) -> str:
     return "\n".join(before + after)
 
 
+def chunk_seconds(name: str, repeats: int) -> list[tuple[float, float, float]]:
+    """Seconds over a dump's articles, per repeat: tokenise and cut windows without and with the
+    token bounds (as before passage text, and as now), then the job's whole ChunkWindowsFn with
+    --passage_text false and true. Interleaved in each repeat, so the machine's load hits all.
+    """
+    import time
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from bench_extract import read_articles
+
+    from pipelines.corpus.tokenizer import load_encoder, tokenize_with_mentions
+    from pipelines.corpus.windows import cut_windows
+    from pipelines.records import LabeledArticle, Mention
+    from pipelines.transforms.passages import ChunkWindowsFn, PassageOptions
+    from pipelines.wikitext import ExtractionError, extract_article
+
+    site, pages = read_articles(WIKIDUMPS / name)
+    articles = []
+    for page_id, (title, wikitext) in enumerate(pages, start=1):
+        try:
+            ex = extract_article(wikitext, site, title=title)
+        except ExtractionError:
+            continue
+        articles.append(LabeledArticle(page_id, title, ex.text, [
+            Mention(l.start, l.end, l.surface, l.target, "hyperlink") for l in ex.links]))
+    encoder = load_encoder()
+    fns = {}
+    for text in (False, True):
+        fns[text] = ChunkWindowsFn(PassageOptions("gpt2-bpe", 128, 10, 0.0, "", passage_text=text))
+        fns[text].setup()
+
+    def plain(with_bounds):
+        for a in articles:
+            t = tokenize_with_mentions(a.text, a.mentions, encoder, with_bounds=with_bounds)
+            cut_windows(t.token_ids, t.spans, window=128, overlap=10)
+
+    def job_fn(text):
+        for a in articles:
+            for _ in fns[text].process(a, {}):
+                pass
+
+    out = []
+    for _ in range(repeats):
+        times = []
+        for run in (lambda: plain(False), lambda: plain(True), lambda: job_fn(False), lambda: job_fn(True)):
+            start = time.perf_counter()
+            run()
+            times.append(time.perf_counter() - start)
+        out.append(tuple(times))
+    return out
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dumps", nargs="+", default=list(DEFAULT_DUMPS), help="file names in ../shared/wikidumps")
     parser.add_argument("--example", default="", help="a passage id of the first dump to print before/after")
+    parser.add_argument("--cpu", type=int, default=0, metavar="REPEATS",
+                        help="instead: CPU time of the token bounds and text, REPEATS interleaved runs, medians")
     args = parser.parse_args(argv)
+    if args.cpu:
+        import statistics
+
+        print(f"{'dump':<48}{'no bounds s':>12}{'bounds s':>10}{'ratio':>7}{'fn, no text s':>15}{'fn, text s':>12}{'ratio':>7}")
+        for name in args.dumps:
+            runs = chunk_seconds(name, args.cpu)
+            base, bounds, bare, full = (statistics.median(r[i] for r in runs) for i in range(4))
+            print(f"{name:<48}{base:>12.3f}{bounds:>10.3f}{bounds / base:>7.2f}{bare:>15.3f}{full:>12.3f}{full / bare:>7.2f}")
+        return 0
     print(f"{'dump':<48}{'passages':>10}{'bytes, text':>14}{'bytes, no text':>16}{'ratio':>8}{'text B/passage':>16}")
     with tempfile.TemporaryDirectory() as tmp:
         for i, name in enumerate(args.dumps):

@@ -215,27 +215,54 @@ class Gpt2BpeEncoder:
 
     def encode_arrays(self, text: str) -> tuple["np.ndarray", "np.ndarray", "np.ndarray"]:
         """Token ids, start and end character offsets, as numpy arrays (no Python object per token)."""
+        ids, start, end, _bounds = self.encode_arrays_with_bounds(text, with_bounds=False)
+        return ids, start, end
+
+    def encode_arrays_with_bounds(self, text: str, with_bounds: bool = True):
+        """:meth:`encode_arrays` and the :class:`TokenBounds` of the text (None without ``with_bounds``),
+        sharing the byte -> character map."""
         import numpy as np
 
         text = _without_surrogates(text)
         ids = self.encoding.encode_to_numpy(text, disallowed_special=())  # specials are plain text
         byte_len = self._byte_len[ids]
         byte_end = np.cumsum(byte_len)
+        bounds = None
         if text.isascii():
             start, end = byte_end - byte_len, byte_end
+            if with_bounds:
+                boundaries = np.concatenate(([0], byte_end))
+                bounds = TokenBounds(text, boundaries, boundaries)
         else:  # byte position -> index of the character holding that byte
             utf8 = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
-            char_of_byte = np.cumsum((utf8 & 0xC0) != 0x80) - 1
+            is_first_byte = (utf8 & 0xC0) != 0x80
+            chars_before = np.zeros(len(utf8) + 1, dtype=np.int64)  # characters starting before byte b
+            np.cumsum(is_first_byte, out=chars_before[1:])
+            char_of_byte = chars_before[1:] - 1
             start, end = char_of_byte[byte_end - byte_len], char_of_byte[byte_end - 1] + 1
+            if with_bounds:
+                bounds = TokenBounds(text, *_chars_at_boundaries(np.concatenate(([0], byte_end)), is_first_byte,
+                                                                 chars_before))
         lead, trail = self._lead_spaces[ids], self._trail_spaces[ids]
         lead = np.where((start == 0) & (lead == 1), 0, lead)
         start = np.minimum(start + lead, end)
         end = np.where((trail > 0) & (end >= trail), np.maximum(end - trail, start), end)
-        return ids, start, end
+        return ids, start, end, bounds
 
     def boundary_chars(self, text: str, ids: "np.ndarray") -> tuple["np.ndarray", "np.ndarray"]:
         """(first_char, end_char) of every token boundary of ``text`` (tokenised, surrogate-free): see :class:`TokenBounds`."""
         return _boundary_chars(text, self._byte_len[ids])
+
+
+def _chars_at_boundaries(boundaries: "np.ndarray", is_first_byte: "np.ndarray", chars_before: "np.ndarray"):
+    """(first_char, end_char) at byte positions ``boundaries`` of a UTF-8 text: see :class:`TokenBounds`."""
+    import numpy as np
+
+    first_char = chars_before[boundaries]
+    inside = np.zeros(len(boundaries), dtype=bool)  # the boundary's byte continues a character
+    inner = boundaries < len(is_first_byte)
+    inside[inner] = ~is_first_byte[boundaries[inner]]
+    return first_char, first_char - inside
 
 
 def _boundary_chars(text: str, token_byte_len: "np.ndarray") -> tuple["np.ndarray", "np.ndarray"]:
@@ -252,11 +279,7 @@ def _boundary_chars(text: str, token_byte_len: "np.ndarray") -> tuple["np.ndarra
     is_first_byte = (utf8 & 0xC0) != 0x80
     chars_before = np.zeros(len(utf8) + 1, dtype=np.int64)  # characters starting before byte b
     np.cumsum(is_first_byte, out=chars_before[1:])
-    first_char = chars_before[boundaries]
-    inside = np.zeros(len(boundaries), dtype=bool)  # the boundary's byte continues a character
-    inner = boundaries < len(utf8)
-    inside[inner] = ~is_first_byte[boundaries[inner]]
-    return first_char, first_char - inside
+    return _chars_at_boundaries(boundaries, is_first_byte, chars_before)
 
 
 def _byte_level_lengths(tokenizer) -> "np.ndarray | None":
@@ -549,7 +572,15 @@ def tokenize_with_mentions(text: str, mentions: Sequence[Mention], tokenizer: To
     """
     import numpy as np
 
-    ids, starts, ends = _encode_arrays(text, tokenizer)
+    bounds = None
+    if with_bounds and isinstance(tokenizer, Gpt2BpeEncoder):  # one byte -> character map for both
+        ids_array, starts, ends, bounds = tokenizer.encode_arrays_with_bounds(text)
+        ids = ids_array.tolist()
+        _check_not_truncated(text, int(ends.max()) if len(ends) else 0)
+    else:
+        ids, starts, ends = _encode_arrays(text, tokenizer)
+        if with_bounds:
+            bounds = token_bounds(text, ids, starts, ends, tokenizer)
     ordered = sorted(mentions, key=lambda m: (m.start, m.end))
     # First token ending after the mention's start (ends made monotone) and last token
     # starting before its end, for all mentions at once.
@@ -563,7 +594,6 @@ def tokenize_with_mentions(text: str, mentions: Sequence[Mention], tokenizer: To
             dropped.append(m)
         else:
             spans.append(TokenMention(span[0], span[1], m))
-    bounds = token_bounds(text, ids, starts, ends, tokenizer) if with_bounds else None
     return TokenizedArticle(token_ids=ids, spans=spans, dropped=len(dropped), dropped_mentions=dropped, bounds=bounds)
 
 

@@ -197,10 +197,10 @@ class ChunkWindowsFn(CountingDoFn):
     A row's ``char_offset`` is where its window's text starts in the article's
     text, and its mentions' ``char_start``/``char_end`` index that window text
     (:meth:`TokenBounds.span`: the characters wholly inside the window's tokens),
-    with or without the ``text`` column. A mention
-    is in a window when its tokens are (:func:`cut_windows`); one whose
-    characters reach past the window's text (a leading or trailing space held
-    by a token outside its span) is left out of that window and counted.
+    with or without the ``text`` column. A mention is in a window when its
+    tokens are (:func:`cut_windows`); one whose characters reach past the
+    window's text (a leading or trailing space held by a token outside its
+    span) is left out of that window and counted.
     """
 
     def __init__(self, options: PassageOptions) -> None:

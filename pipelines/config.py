@@ -49,6 +49,7 @@ class WikiMentionsConfig:
     tokenizer: str = _help("Hugging Face fast tokenizer name or local path; 'gpt2-bpe' = the offline GPT-2/BART byte-level BPE", default="gpt2-bpe")
     window: int = _help("tokens per passage window", default=128)
     overlap: int = _help("tokens shared by consecutive windows", default=10)
+    passage_text: bool = _help("write each passage's text (column 'text': its tokens decoded; mention char offsets index it); false leaves the column out, the offsets stay passage-relative", default=True)
     validation_fraction: float = _help("fraction of pages held out (by a hash of the page id)", default=0.005)
     split_salt: str = _help("salt of the split hash; change it to draw another validation set", default="")
     num_shards: int = _help("Parquet shards per split; 0 = derived from the data, ceil(passages / passages_per_shard) per split", default=0)

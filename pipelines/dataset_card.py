@@ -23,7 +23,7 @@ import sys
 import yaml
 
 from pipelines import storage
-from schemas import PASSAGE_SCHEMA, SPECIAL_ENTITIES
+from schemas import PASSAGE_SCHEMA, SPECIAL_ENTITIES, passage_schema
 from schemas.corpus import MENTION_SOURCES
 
 CARD = "README.md"
@@ -47,6 +47,8 @@ _PASSAGE_COLUMNS = {
     "page_id": "the article's page id in the dump",
     "title": "the article's title",
     "window_index": "position of the window in its article, from 0",
+    "char_offset": "where the window's text starts in the article's plain text (`char_offset + char_start` is a mention's article offset)",
+    "text": "the window's text: its tokens decoded (a character split by the window's edge left out); mention offsets index it",
     "token_ids": "the window's token ids (the saved `tokenizer/`), at most `window` tokens",
     "mentions": "entity mentions inside the window, sorted by position",
 }
@@ -57,8 +59,8 @@ _MENTION_FIELDS = {
     "entity": "the resolved entity: its article title after redirects",
     "source": "how the mention was found: " + ", ".join(f"`{s}`" for s in MENTION_SOURCES),
     "surface": "the mention's text",
-    "char_start": "offset in the article's plain text",
-    "char_end": "end offset (exclusive) in the article's plain text",
+    "char_start": "offset in the passage's text (`text[char_start:char_end] == surface`)",
+    "char_end": "end offset (exclusive) in the passage's text",
 }
 _SOURCE_MEANING = {
     "hyperlink": "a link an editor wrote (`[[target\\|anchor]]`)",
@@ -174,9 +176,9 @@ def _short_type(tp) -> str:
     return str(tp)
 
 
-def _schema_lines() -> list[str]:
+def _schema_lines(with_text: bool = True) -> list[str]:
     lines = ["| column | Arrow type | meaning |", "|---|---|---|"]
-    for field in PASSAGE_SCHEMA:
+    for field in passage_schema(with_text):
         lines.append(f"| `{field.name}` | `{_short_type(field.type)}` | {_PASSAGE_COLUMNS.get(field.name, '')} |")
     lines += ["", "Each element of `mentions`:", "", "| field | type | meaning |", "|---|---|---|"]
     for field in PASSAGE_SCHEMA.field("mentions").type.value_type:
@@ -260,7 +262,7 @@ def render_card(manifest: dict) -> str:
         "",
         "## Schema of a passage",
         "",
-        *_schema_lines(),
+        *_schema_lines(cfg.get("passage_text", True)),
         "",
         "Further configs of this folder: " + "; ".join(f"`{name}` ({what})" for name, _, what in _TABLES) + ".",
         "",

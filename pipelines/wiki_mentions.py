@@ -45,6 +45,7 @@ from pipelines.transforms.resolve import ResolveLinks, ResolveRedirects
 from pipelines.transforms.stats import SumStats
 from pipelines.transforms.write import SaveTokenizerFn, ShardSpec, WriteManifestFn, WriteShards
 from pipelines.wikitext import DisambiguationConfig
+from schemas import passage_schema
 
 log = logging.getLogger("wiki_mentions")
 
@@ -143,7 +144,7 @@ def build_pipeline(p: beam.Pipeline, cfg: WikiMentionsConfig, site: SiteInfo, ra
     )
     passage_options = PassageOptions(
         tokenizer=cfg.tokenizer, window=cfg.window, overlap=cfg.overlap,
-        validation_fraction=cfg.validation_fraction, split_salt=cfg.split_salt,
+        validation_fraction=cfg.validation_fraction, split_salt=cfg.split_salt, passage_text=cfg.passage_text,
     )
     articles_to_chunk = labeled["articles"]
     extra_stats: list = []
@@ -155,8 +156,8 @@ def build_pipeline(p: beam.Pipeline, cfg: WikiMentionsConfig, site: SiteInfo, ra
     vocab = vocab_rows | "VocabPairs" >> beam.FlatMap(lambda rows: [(r["entity"], r["entity_id"]) for r in rows])
     chunks = {"articles": articles_to_chunk, "vocab": vocab} | "ChunkWindows" >> ChunkWindows(passage_options)
 
-    def write(rows, label, schema_name, spec, order, row_group_rows=cfg.row_group_rows):
-        return rows | label >> WriteShards(out, schema_name, spec, order, row_group_rows, cfg.sort_buffer_rows)
+    def write(rows, label, schema_name, spec, order, row_group_rows=cfg.row_group_rows, schema=None):
+        return rows | label >> WriteShards(out, schema_name, spec, order, row_group_rows, cfg.sort_buffer_rows, schema)
 
     description_files = write(
         parsed["articles"]
@@ -169,7 +170,8 @@ def build_pipeline(p: beam.Pipeline, cfg: WikiMentionsConfig, site: SiteInfo, ra
         VOCAB_ORDER)
     passage_files = write(
         chunks["rows"], "WriteShards", "passages",
-        ShardSpec("passages", SPLITS, cfg.num_shards, cfg.passages_per_shard), PASSAGE_ORDER)
+        ShardSpec("passages", SPLITS, cfg.num_shards, cfg.passages_per_shard), PASSAGE_ORDER,
+        schema=passage_schema(cfg.passage_text))
     alias_files = write(
         aliases["rows"] | "AliasRowsOut" >> beam.Map(lambda r: ("alias_table", r["alias"], r)),
         "WriteAliasTable", "alias_table",
@@ -201,7 +203,8 @@ def build_pipeline(p: beam.Pipeline, cfg: WikiMentionsConfig, site: SiteInfo, ra
         p
         | "ManifestOnce" >> beam.Create([None])
         | "WriteManifest" >> beam.ParDo(
-            WriteManifestFn(out, cfg.to_dict(), site_summary(site), job),
+            WriteManifestFn(out, cfg.to_dict(), site_summary(site), job,
+                            schemas={"passages": passage_schema(cfg.passage_text)}),
             files=beam.pvalue.AsList(files),
             stats=beam.pvalue.AsList(stats),
         )

@@ -11,6 +11,8 @@ SPECIAL_ENTITIES = ("[PAD]", "[UNK]", "[MASK]")
 
 MENTION_SOURCES = ("hyperlink", "same_page_alias", "title_alias", "same_page_number", "blink")
 
+# The Arrow type is the same in every version; only what char_start/char_end index changed
+# (version 1: the article text; version 2: the passage's text, see passage_schema).
 MENTION_TYPE = pa.struct(
     [
         pa.field("token_start", pa.int32(), nullable=False),
@@ -19,14 +21,50 @@ MENTION_TYPE = pa.struct(
         pa.field("entity", pa.string(), nullable=False),  # resolved title
         pa.field("source", pa.string(), nullable=False),  # one of MENTION_SOURCES
         pa.field("surface", pa.string(), nullable=False),
-        pa.field("char_start", pa.int32(), nullable=False),  # offsets into the article text
-        pa.field("char_end", pa.int32(), nullable=False),
+        pa.field("char_start", pa.int32(), nullable=False),  # into the passage's text (version 2)
+        pa.field("char_end", pa.int32(), nullable=False),  # exclusive
     ]
 )
 
-PASSAGE_SCHEMA = pa.schema(
-    [
+PASSAGES_VERSION = "2"
+
+
+def passage_schema(with_text: bool = True) -> pa.Schema:
+    """The passages schema the job writes: with the ``text`` column, or without (``--passage_text false``).
+
+    Version 2 (this one): ``char_offset`` is the window's first character in the
+    article's plain text; ``text`` is the window's text, the exact UTF-8 decoding of
+    its tokens' bytes, less a character that the window's first or last token holds
+    only part of (GPT-2 byte-level BPE may split a character between two tokens);
+    a mention's ``char_start``/``char_end`` index ``text``, so
+    ``text[char_start:char_end] == surface``, and ``char_offset + char_start`` is its
+    offset in the article. The offsets mean the same with or without ``text``.
+    Version 1 (corpora written before): no ``char_offset`` nor ``text``; mention
+    offsets index the article text.
+    """
+    fields = [
         pa.field("passage_id", pa.string(), nullable=False),  # "{page_id}:{window_index}"
+        pa.field("page_id", pa.int64(), nullable=False),
+        pa.field("title", pa.string(), nullable=False),
+        pa.field("window_index", pa.int32(), nullable=False),
+        pa.field("char_offset", pa.int32(), nullable=False),  # the window's start in the article's plain text
+    ]
+    if with_text:
+        fields.append(pa.field("text", pa.string(), nullable=False))  # the window's decoded text
+    fields += [
+        pa.field("token_ids", pa.list_(pa.int32()), nullable=False),
+        pa.field("mentions", pa.list_(MENTION_TYPE), nullable=False),
+    ]
+    return pa.schema(fields, metadata={"schema": "passages", "version": PASSAGES_VERSION,
+                                       "text": "true" if with_text else "false"})
+
+
+PASSAGE_SCHEMA = passage_schema(with_text=True)
+PASSAGE_SCHEMA_NO_TEXT = passage_schema(with_text=False)
+# What corpora written before version 2 hold: still read by the trainer, the linker and the checks.
+PASSAGE_SCHEMA_V1 = pa.schema(
+    [
+        pa.field("passage_id", pa.string(), nullable=False),
         pa.field("page_id", pa.int64(), nullable=False),
         pa.field("title", pa.string(), nullable=False),
         pa.field("window_index", pa.int32(), nullable=False),
@@ -85,3 +123,21 @@ SCHEMAS = {
     "entity_descriptions": ENTITY_DESCRIPTION_SCHEMA,
     "dead_letters": DEAD_LETTER_SCHEMA,
 }
+
+# Every schema a reader accepts in an output folder: the current one first, then the other
+# variants the job writes (passages without text) and older versions.
+READABLE_SCHEMAS = {
+    **{name: (schema,) for name, schema in SCHEMAS.items()},
+    "passages": (PASSAGE_SCHEMA, PASSAGE_SCHEMA_NO_TEXT, PASSAGE_SCHEMA_V1),
+}
+
+
+def readable_schema_of(kind: str, schema: pa.Schema) -> pa.Schema | None:
+    """The schema of :data:`READABLE_SCHEMAS` a file's Arrow schema is (metadata ignored), or None."""
+    bare = schema.remove_metadata()
+    return next((s for s in READABLE_SCHEMAS.get(kind, ()) if bare.equals(s.remove_metadata())), None)
+
+
+def schema_is_readable(kind: str, schema: pa.Schema) -> bool:
+    """Whether a file's Arrow schema is one that readers of ``kind`` accept (metadata ignored)."""
+    return readable_schema_of(kind, schema) is not None

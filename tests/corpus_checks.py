@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from schemas import ALIAS_SCHEMA, ENTITY_VOCAB_SCHEMA, PASSAGE_SCHEMA
+from schemas import ALIAS_SCHEMA, ENTITY_VOCAB_SCHEMA, PASSAGE_SCHEMA, PASSAGE_SCHEMA_NO_TEXT
 
 
 def read_table(paths):
@@ -50,8 +50,11 @@ def manifest(out: Path) -> dict:
     return json.loads((out / "manifest.json").read_text())
 
 
-def check_passage_contract(out: Path, *, window: int = 128, overlap: int = 10) -> dict:
-    """Assert the output contract of passages; return a few totals for further checks."""
+def check_passage_contract(out: Path, *, window: int = 128, overlap: int = 10, text: bool = True) -> dict:
+    """Assert the output contract of passages; return a few totals for further checks.
+
+    ``text``: whether the passages carry their text (``--passage_text``, on by default).
+    """
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(str(out / "tokenizer"))
@@ -63,11 +66,20 @@ def check_passage_contract(out: Path, *, window: int = 128, overlap: int = 10) -
     for split in ("train", "validation"):
         rows = passages(out, split)
         for f in sorted((out / "passages").glob(f"{split}-*.parquet")):
-            assert pq.read_schema(f).remove_metadata().equals(PASSAGE_SCHEMA.remove_metadata()), f
+            expected = PASSAGE_SCHEMA if text else PASSAGE_SCHEMA_NO_TEXT
+            assert pq.read_schema(f).remove_metadata().equals(expected.remove_metadata()), f
         by_page: dict[int, list[dict]] = defaultdict(list)
         for r in rows:
             assert r["passage_id"] == f"{r['page_id']}:{r['window_index']}"
             assert 0 < len(r["token_ids"]) <= window, r["passage_id"]
+            assert r["char_offset"] >= 0
+            if text:  # the text is the tokens decoded, less a character the window's edge cuts
+                decoded_window = tok.decode(r["token_ids"])
+                assert decoded_window.replace("\ufffd", "") == r["text"] or (
+                    "\ufffd" in decoded_window and r["text"] in decoded_window.strip("\ufffd")), r["passage_id"]
+                for m in r["mentions"]:
+                    assert r["text"][m["char_start"]:m["char_end"]] == m["surface"], (r["passage_id"], m)
+                totals["text_chars"] += len(r["text"])
             by_page[r["page_id"]].append(r)
             for m in r["mentions"]:
                 assert 0 <= m["token_start"] < m["token_end"] <= len(r["token_ids"]), (r["passage_id"], m)
@@ -85,6 +97,10 @@ def check_passage_contract(out: Path, *, window: int = 128, overlap: int = 10) -
             for a, b in zip(windows, windows[1:]):
                 assert len(a["token_ids"]) == window, "only the last window may be shorter"
                 assert a["token_ids"][-overlap:] == b["token_ids"][:overlap], (page_id, a["window_index"])
+                assert a["char_offset"] < b["char_offset"], (page_id, a["window_index"])
+                if text:  # overlapping windows: the next one starts inside this one's text, no gap
+                    assert b["char_offset"] <= a["char_offset"] + len(a["text"]), (page_id, b["window_index"])
+            assert windows[0]["char_offset"] == 0, page_id
         pages_by_split[split] = set(by_page)
         totals[f"passages/{split}"] = len(rows)
     assert not (pages_by_split["train"] & pages_by_split["validation"]), "a page in both splits"

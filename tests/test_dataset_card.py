@@ -115,5 +115,6 @@ def test_datasets_load_dataset_reads_the_folder_through_its_card(corpus_fixture,
     expected = {k: v for k, v in m["summary"]["passages"].items() if v}
     assert got["splits"] == expected
     assert got["vocab"] == next(f["rows"] for f in m["files"] if f["kind"] == "entity_vocab")
-    assert got["columns"] == ["passage_id", "page_id", "title", "window_index", "token_ids", "mentions"]
+    assert got["columns"] == ["passage_id", "page_id", "title", "window_index", "char_offset", "text", "token_ids",
+                              "mentions"]
     assert not got["mention_keys"] or {"entity", "entity_id", "source", "token_start"} <= set(got["mention_keys"])

@@ -77,6 +77,35 @@ class TokenizedArticle:
     spans: list[TokenMention]
     dropped: int = 0  # mentions whose boundaries fall inside a token (or cover no token)
     dropped_mentions: list[Mention] = field(default_factory=list)
+    bounds: "TokenBounds | None" = None  # with ``with_bounds=True``: where each token boundary lies in the text
+
+
+@dataclass(frozen=True, slots=True)
+class TokenBounds:
+    """Where the boundaries between tokens lie in the text, for cutting passage text.
+
+    Boundary ``k`` (0..n) is the one before token ``k`` (``n``: the end). The
+    characters wholly inside tokens ``[s, e)`` are ``text[first_char[s]:end_char[e]]``
+    (empty when ``end_char[e] < first_char[s]``). For GPT-2's byte-level BPE a
+    boundary is a byte position: ``first_char[k]`` is the first character starting
+    at or after it and ``end_char[k]`` the end of the last character ending at or
+    before it; they differ only where the boundary falls inside a multi-byte
+    character (its bytes split between two tokens), which then belongs to neither
+    side. Text, here, is the text as tokenised: lone surrogates are U+FFFD.
+    """
+
+    text: str
+    first_char: "np.ndarray"
+    end_char: "np.ndarray"
+
+    def span(self, token_start: int, token_end: int) -> tuple[int, int]:
+        """Character range ``[start, end)`` of the text wholly inside tokens ``[token_start, token_end)``."""
+        start = int(self.first_char[token_start])
+        return start, max(start, int(self.end_char[token_end]))
+
+    def splits_a_character(self, boundary: int) -> bool:
+        """Whether boundary ``k`` falls inside a character (whose bytes two tokens share)."""
+        return bool(self.first_char[boundary] != self.end_char[boundary])
 
 
 # --------------------------------------------------------------------------- loading
@@ -186,23 +215,100 @@ class Gpt2BpeEncoder:
 
     def encode_arrays(self, text: str) -> tuple["np.ndarray", "np.ndarray", "np.ndarray"]:
         """Token ids, start and end character offsets, as numpy arrays (no Python object per token)."""
+        ids, start, end, _bounds = self.encode_arrays_with_bounds(text, with_bounds=False)
+        return ids, start, end
+
+    def encode_arrays_with_bounds(self, text: str, with_bounds: bool = True):
+        """:meth:`encode_arrays` and the :class:`TokenBounds` of the text (None without ``with_bounds``),
+        sharing the byte -> character map."""
         import numpy as np
 
         text = _without_surrogates(text)
         ids = self.encoding.encode_to_numpy(text, disallowed_special=())  # specials are plain text
         byte_len = self._byte_len[ids]
         byte_end = np.cumsum(byte_len)
+        bounds = None
         if text.isascii():
             start, end = byte_end - byte_len, byte_end
+            if with_bounds:
+                boundaries = np.concatenate(([0], byte_end))
+                bounds = TokenBounds(text, boundaries, boundaries)
         else:  # byte position -> index of the character holding that byte
             utf8 = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
-            char_of_byte = np.cumsum((utf8 & 0xC0) != 0x80) - 1
+            is_first_byte = (utf8 & 0xC0) != 0x80
+            chars_before = np.zeros(len(utf8) + 1, dtype=np.int64)  # characters starting before byte b
+            np.cumsum(is_first_byte, out=chars_before[1:])
+            char_of_byte = chars_before[1:] - 1
             start, end = char_of_byte[byte_end - byte_len], char_of_byte[byte_end - 1] + 1
+            if with_bounds:
+                bounds = TokenBounds(text, *_chars_at_boundaries(np.concatenate(([0], byte_end)), is_first_byte,
+                                                                 chars_before))
         lead, trail = self._lead_spaces[ids], self._trail_spaces[ids]
         lead = np.where((start == 0) & (lead == 1), 0, lead)
         start = np.minimum(start + lead, end)
         end = np.where((trail > 0) & (end >= trail), np.maximum(end - trail, start), end)
-        return ids, start, end
+        return ids, start, end, bounds
+
+    def boundary_chars(self, text: str, ids: "np.ndarray") -> tuple["np.ndarray", "np.ndarray"]:
+        """(first_char, end_char) of every token boundary of ``text`` (tokenised, surrogate-free): see :class:`TokenBounds`."""
+        return _boundary_chars(text, self._byte_len[ids])
+
+
+def _chars_at_boundaries(boundaries: "np.ndarray", is_first_byte: "np.ndarray", chars_before: "np.ndarray"):
+    """(first_char, end_char) at byte positions ``boundaries`` of a UTF-8 text: see :class:`TokenBounds`."""
+    import numpy as np
+
+    first_char = chars_before[boundaries]
+    inside = np.zeros(len(boundaries), dtype=bool)  # the boundary's byte continues a character
+    inner = boundaries < len(is_first_byte)
+    inside[inner] = ~is_first_byte[boundaries[inner]]
+    return first_char, first_char - inside
+
+
+def _boundary_chars(text: str, token_byte_len: "np.ndarray") -> tuple["np.ndarray", "np.ndarray"]:
+    """Byte-level tokens of ``text`` (their UTF-8 byte lengths, in order) -> (first_char, end_char) per boundary."""
+    import numpy as np
+
+    boundaries = np.zeros(len(token_byte_len) + 1, dtype=np.int64)
+    np.cumsum(token_byte_len, out=boundaries[1:])
+    if text.isascii():
+        return boundaries, boundaries
+    utf8 = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
+    if int(boundaries[-1]) != len(utf8):  # pragma: no cover - the ids are the text's own
+        raise RuntimeError(f"token bytes ({int(boundaries[-1])}) do not cover the text ({len(utf8)} bytes)")
+    is_first_byte = (utf8 & 0xC0) != 0x80
+    chars_before = np.zeros(len(utf8) + 1, dtype=np.int64)  # characters starting before byte b
+    np.cumsum(is_first_byte, out=chars_before[1:])
+    return _chars_at_boundaries(boundaries, is_first_byte, chars_before)
+
+
+def _byte_level_lengths(tokenizer) -> "np.ndarray | None":
+    """UTF-8 byte length of every id of a Hugging Face byte-level BPE (GPT-2, RoBERTa, BART...), or None.
+
+    Such a vocabulary spells bytes with GPT-2's printable alphabet; an added token
+    (a special like ``<s>``) is its own text. Cached on the tokenizer object.
+    """
+    import numpy as np
+
+    hf = tokenizer.tokenizer if isinstance(tokenizer, HfEncoder) else tokenizer
+    cached = getattr(hf, "_wikiedm_byte_len", False)
+    if cached is not False:
+        return cached
+    backend = getattr(hf, "backend_tokenizer", None)
+    lengths = None
+    if backend is not None and type(backend.decoder).__name__ == "ByteLevel":
+        alphabet = set(_bytes_to_unicode().values())
+        added = set(backend.get_vocab(with_added_tokens=True)) - set(backend.get_vocab(with_added_tokens=False))
+        vocab = backend.get_vocab(with_added_tokens=True)
+        lengths = np.zeros(max(vocab.values()) + 1, dtype=np.int64)
+        for piece, i in vocab.items():
+            byte_spelled = piece not in added and all(ch in alphabet for ch in piece)
+            lengths[i] = len(piece) if byte_spelled else len(piece.encode("utf-8"))
+    try:
+        hf._wikiedm_byte_len = lengths
+    except AttributeError:  # pragma: no cover - a slotted object: recompute next time
+        pass
+    return lengths
 
 
 def gpt2_mergeable_ranks(vocab_path: str, merges_path: str) -> dict[bytes, int]:
@@ -425,11 +531,56 @@ def _hf_encode_with_offsets(text: str, tokenizer: "PreTrainedTokenizerFast") -> 
     return list(batch["input_ids"]), [tuple(o) for o in batch["offset_mapping"]]
 
 
-def tokenize_with_mentions(text: str, mentions: Sequence[Mention], tokenizer: Tokenizer) -> TokenizedArticle:
-    """Tokenise ``text`` and map each character mention onto whole tokens."""
+def token_bounds(text: str, ids, starts: "np.ndarray", ends: "np.ndarray", tokenizer: Tokenizer) -> TokenBounds:
+    """:class:`TokenBounds` of a tokenised text.
+
+    GPT-2's byte-level BPE (the default encoder): exact, from the tokens' bytes.
+    A Hugging Face byte-level BPE (GPT-2, RoBERTa, BART from a directory): exact
+    too, from its vocabulary's byte spellings, when they add up to the text's bytes.
+    Any other tokenizer: from its character offsets, a boundary before token ``k``
+    at that token's start offset, and the end of tokens ``[s, e)`` at the largest
+    end offset among them (a normaliser may make offsets approximate there).
+    """
     import numpy as np
 
-    ids, starts, ends = _encode_arrays(text, tokenizer)
+    clean = _without_surrogates(text)
+    if isinstance(tokenizer, Gpt2BpeEncoder):
+        first_char, end_char = tokenizer.boundary_chars(clean, np.asarray(ids, dtype=np.int64))
+        return TokenBounds(clean, first_char, end_char)
+    lengths = _byte_level_lengths(tokenizer)
+    if lengths is not None:
+        token_bytes = lengths[np.asarray(ids, dtype=np.int64)]
+        if int(token_bytes.sum()) == len(clean.encode("utf-8")):  # else a normaliser changed the text: offsets
+            return TokenBounds(clean, *_boundary_chars(clean, token_bytes))
+    n = len(ids)
+    first_char = np.empty(n + 1, dtype=np.int64)
+    first_char[:n] = starts
+    first_char[n] = len(clean)
+    end_char = np.zeros(n + 1, dtype=np.int64)
+    if n:
+        end_char[1:] = np.maximum.accumulate(np.asarray(ends, dtype=np.int64))
+    first_char[:n] = np.minimum(first_char[:n], first_char[n])
+    return TokenBounds(clean, first_char, end_char)
+
+
+def tokenize_with_mentions(text: str, mentions: Sequence[Mention], tokenizer: Tokenizer, *,
+                           with_bounds: bool = False) -> TokenizedArticle:
+    """Tokenise ``text`` and map each character mention onto whole tokens.
+
+    ``with_bounds``: also return where the token boundaries lie in the text
+    (:class:`TokenBounds`), to cut each window's text.
+    """
+    import numpy as np
+
+    bounds = None
+    if with_bounds and isinstance(tokenizer, Gpt2BpeEncoder):  # one byte -> character map for both
+        ids_array, starts, ends, bounds = tokenizer.encode_arrays_with_bounds(text)
+        ids = ids_array.tolist()
+        _check_not_truncated(text, int(ends.max()) if len(ends) else 0)
+    else:
+        ids, starts, ends = _encode_arrays(text, tokenizer)
+        if with_bounds:
+            bounds = token_bounds(text, ids, starts, ends, tokenizer)
     ordered = sorted(mentions, key=lambda m: (m.start, m.end))
     # First token ending after the mention's start (ends made monotone) and last token
     # starting before its end, for all mentions at once.
@@ -443,7 +594,7 @@ def tokenize_with_mentions(text: str, mentions: Sequence[Mention], tokenizer: To
             dropped.append(m)
         else:
             spans.append(TokenMention(span[0], span[1], m))
-    return TokenizedArticle(token_ids=ids, spans=spans, dropped=len(dropped), dropped_mentions=dropped)
+    return TokenizedArticle(token_ids=ids, spans=spans, dropped=len(dropped), dropped_mentions=dropped, bounds=bounds)
 
 
 def token_span(

@@ -42,6 +42,7 @@ class PassageOptions:
     overlap: int
     validation_fraction: float
     split_salt: str
+    passage_text: bool = True  # write each window's text (``text``); offsets are window-relative either way
 
 
 class UsableAliasesFn(CountingDoFn):
@@ -191,7 +192,16 @@ class LabelMissingMentions(beam.PTransform):
 
 
 class ChunkWindowsFn(CountingDoFn):
-    """LabeledArticle -> (split, page id as the shard key, passage row) for every window."""
+    """LabeledArticle -> (split, page id as the shard key, passage row) for every window.
+
+    A row's ``char_offset`` is where its window's text starts in the article's
+    text, and its mentions' ``char_start``/``char_end`` index that window text
+    (:meth:`TokenBounds.span`: the characters wholly inside the window's tokens),
+    with or without the ``text`` column. A mention is in a window when its
+    tokens are (:func:`cut_windows`); one whose characters reach past the
+    window's text (a leading or trailing space held by a token outside its
+    span) is left out of that window and counted.
+    """
 
     def __init__(self, options: PassageOptions) -> None:
         super().__init__()
@@ -204,12 +214,13 @@ class ChunkWindowsFn(CountingDoFn):
     def process(self, article: LabeledArticle, vocab: dict):
         opts = self.options
         self.count("volume/ChunkWindows/in")
-        tokenized = tokenize_with_mentions(article.text, article.mentions, self.tokenizer)
+        tokenized = tokenize_with_mentions(article.text, article.mentions, self.tokenizer, with_bounds=True)
         self.count("mentions_dropped/not_token_aligned", tokenized.dropped)
         windows = cut_windows(tokenized.token_ids, tokenized.spans, window=opts.window, overlap=opts.overlap)
         if not windows:
             self.count("articles_without_tokens")
             return
+        bounds = tokenized.bounds
         split = split_of(article.page_id, opts.validation_fraction, salt=opts.split_salt)
         page_key = str(article.page_id)
         self.count(f"pages/{split}")
@@ -217,11 +228,17 @@ class ChunkWindowsFn(CountingDoFn):
         self.count("volume/ChunkWindows/out", len(windows))
         self.count(f"tokens/{split}", len(tokenized.token_ids))
         by_source: Counter = Counter()
-        outside_vocab = 0
+        outside_vocab = outside_text = split_edges = 0
         for w in windows:
+            token_end = w.token_start + len(w.token_ids)
+            char_start, char_end = bounds.span(w.token_start, token_end)
+            split_edges += bounds.splits_a_character(w.token_start) + bounds.splits_a_character(token_end)
             mentions = []
             for span in w.mentions:
                 m = span.mention
+                if not char_start <= m.start < m.end <= char_end:
+                    outside_text += 1
+                    continue
                 entity_id = vocab.get(m.entity, UNK_ENTITY_ID)
                 outside_vocab += entity_id == UNK_ENTITY_ID
                 by_source[m.source] += 1
@@ -232,19 +249,25 @@ class ChunkWindowsFn(CountingDoFn):
                     "entity": m.entity,
                     "source": m.source,
                     "surface": m.surface,
-                    "char_start": m.start,
-                    "char_end": m.end,
+                    "char_start": m.start - char_start,
+                    "char_end": m.end - char_start,
                 })
-            yield split, page_key, {
+            row = {
                 "passage_id": f"{article.page_id}:{w.index}",
                 "page_id": article.page_id,
                 "title": article.title,
                 "window_index": w.index,
+                "char_offset": char_start,
                 "token_ids": list(w.token_ids),
                 "mentions": mentions,
             }
+            if opts.passage_text:
+                row["text"] = bounds.text[char_start:char_end]
+            yield split, page_key, row
         # Counted once per page, not per mention: these run for every passage of the corpus.
         self.count("passage_mentions/outside_vocab", outside_vocab)
+        self.count("passage_mentions_dropped/outside_window_text", outside_text)
+        self.count("passage_edges/split_character", split_edges)
         for source, n in by_source.items():
             self.count(f"passage_mentions/{source}", n)
 

@@ -89,9 +89,11 @@ class ShardSpec:
 class _WriteSortedFileFn(beam.DoFn):
     """(relative path, rows) -> file record; rows streamed through an external sort."""
 
-    def __init__(self, output: str, schema_name: str, sort_key, row_group_rows: int, sort_buffer_rows: int) -> None:
+    def __init__(self, output: str, schema_name: str, sort_key, row_group_rows: int, sort_buffer_rows: int,
+                 schema: pa.Schema | None = None) -> None:
         self.output = output
         self.schema_name = schema_name
+        self.schema = schema if schema is not None else SCHEMAS[schema_name]
         self.sort_key = sort_key
         self.row_group_rows = max(1, row_group_rows)
         self.sort_buffer_rows = sort_buffer_rows
@@ -103,7 +105,7 @@ class _WriteSortedFileFn(beam.DoFn):
             for row in rows:
                 if row is not None:
                     sorter.add(row)
-            writer = storage.ParquetFileWriter(path, SCHEMAS[self.schema_name])
+            writer = storage.ParquetFileWriter(path, self.schema)
             batch: list = []
             for row in sorter.sorted():
                 batch.append(row)
@@ -132,8 +134,9 @@ class WriteShards(beam.PTransform):
     """
 
     def __init__(self, output: str, schema_name: str, spec: ShardSpec, sort_key, row_group_rows: int,
-                 sort_buffer_rows: int = SORT_BUFFER_ROWS) -> None:
+                 sort_buffer_rows: int = SORT_BUFFER_ROWS, schema: pa.Schema | None = None) -> None:
         super().__init__()
+        self.schema = schema  # None: SCHEMAS[schema_name]; else a variant (passages without text)
         self.output = output
         self.schema_name = schema_name
         self.spec = spec
@@ -161,7 +164,7 @@ class WriteShards(beam.PTransform):
             | "FlattenWithPlaceholders" >> beam.Flatten()
             | "GroupByFile" >> beam.GroupByKey()
             | "WriteParquet" >> beam.ParDo(_WriteSortedFileFn(
-                self.output, self.schema_name, self.sort_key, self.row_group_rows, self.sort_buffer_rows))
+                self.output, self.schema_name, self.sort_key, self.row_group_rows, self.sort_buffer_rows, self.schema))
         )
 
 
@@ -229,8 +232,9 @@ def _nested(counters: dict, prefix: str) -> dict:
 class WriteManifestFn(beam.DoFn):
     """The last step: remove stale files, then write stats.json and manifest.json."""
 
-    def __init__(self, output: str, config: dict, site: dict, job: dict) -> None:
+    def __init__(self, output: str, config: dict, site: dict, job: dict, schemas: dict | None = None) -> None:
         self.output = output
+        self.schemas = {**SCHEMAS, **(schemas or {})}  # the schemas written (passages with or without text)
         self.config = config
         self.site = site
         self.job = job
@@ -252,13 +256,16 @@ class WriteManifestFn(beam.DoFn):
         storage.write_json_atomic(storage.join(self.output, storage.STATS_FILE), stats_doc)
         manifest = {
             "format": "wikiedm-corpus",
-            "format_version": 1,
+            # 2: passages schema version 2 (char_offset, text, passage-relative mention offsets).
+            "format_version": 2,
             "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             "job": self.job,
             "site": self.site,
             "config": self.config,
             "files": files,
-            "schemas": {name: schema_fingerprint(schema) for name, schema in SCHEMAS.items()},
+            "schemas": {name: schema_fingerprint(schema) for name, schema in self.schemas.items()},
+            "schema_versions": {name: (schema.metadata or {}).get(b"version", b"").decode()
+                                for name, schema in self.schemas.items()},
             "counters": counters,
             "summary": stats_doc["summary"],
         }

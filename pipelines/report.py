@@ -18,8 +18,9 @@ import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
 from pipelines import storage
+from schemas.corpus import MENTION_SOURCES
 
-SOURCES = ("hyperlink", "same_page_alias", "title_alias", "same_page_number", "blink")
+SOURCES = MENTION_SOURCES
 
 
 def coverage(output: str) -> dict:

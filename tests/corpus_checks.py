@@ -18,6 +18,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from schemas import ALIAS_SCHEMA, ENTITY_VOCAB_SCHEMA, PASSAGE_SCHEMA, PASSAGE_SCHEMA_NO_TEXT
+from schemas.corpus import MENTION_SOURCES
 
 
 def read_table(paths):
@@ -89,7 +90,7 @@ def check_passage_contract(out: Path, *, window: int = 128, overlap: int = 10, t
                     assert m["entity"] not in entity_to_id, m
                 else:
                     assert id_to_entity[m["entity_id"]] == m["entity"], m
-                assert m["source"] in ("hyperlink", "same_page_alias", "title_alias", "blink")
+                assert m["source"] in MENTION_SOURCES, m
                 totals[f"mentions/{m['source']}"] += 1
         for page_id, windows in by_page.items():
             windows.sort(key=lambda r: r["window_index"])

@@ -44,6 +44,7 @@ demo-train: $(STAMP)
 	@echo "losses: $(DEMO_RUN)/metrics.jsonl  plot: $(DEMO_RUN)/loss.png"
 
 test: $(STAMP)
+	$(PY) -m ruff check .
 	$(PY) -m pytest
 
 bench: $(STAMP)

@@ -42,8 +42,8 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 import mwparserfromhell  # noqa: E402
-
 from bench_extract_replicate import replicated_dump  # noqa: E402
+
 from pipelines.records import Namespace, SiteInfo  # noqa: E402
 from pipelines.wikitext import ExtractionError, extract_article, prepass  # noqa: E402
 

@@ -55,11 +55,15 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
+from synth_dump import dump_header, page_xml  # noqa: E402
+
 from pipelines.corpus.tokenizer import load_encoder, tokenize_with_mentions  # noqa: E402
 from pipelines.corpus.windows import cut_windows  # noqa: E402
 from pipelines.dump import iter_pages, read_siteinfo  # noqa: E402
-from pipelines.records import Mention  # noqa: E402
-from pipelines.records import RawPage  # noqa: E402
+from pipelines.records import (
+    Mention,  # noqa: E402
+    RawPage,  # noqa: E402
+)
 from pipelines.wikitext import (  # noqa: E402
     ExtractionError,
     extract_article,
@@ -68,7 +72,6 @@ from pipelines.wikitext import (  # noqa: E402
     parse_link_target,
     redirect_target,
 )
-from synth_dump import dump_header, page_xml  # noqa: E402
 
 SHARED = (REPO / ".." / "shared" / "wikidumps").resolve()
 DEFAULT_DUMPS = (

@@ -38,11 +38,11 @@ from typing import Callable
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from pipelines.corpus import labels as L  # noqa: E402
 from pipelines.corpus import tokenizer as T  # noqa: E402
 from pipelines.corpus.labels import LabelConfig, label_missing_mentions  # noqa: E402
 from pipelines.records import Mention  # noqa: E402
 from tests.dump_articles import dump_articles, labelling_inputs  # noqa: E402
-from pipelines.corpus import labels as L  # noqa: E402
 from tests.test_matcher_equivalence import _reference_occurrences, reference_labels  # noqa: E402
 from tests.test_tokenizer_equivalence import old_tokenize_with_mentions  # noqa: E402
 

@@ -17,9 +17,9 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines.config import WikiMentionsConfig
-from pipelines.wikitext.disambiguation import DisambiguationConfig
 from pipelines.transforms.parse import ParseOptions, ReadPagesFn
 from pipelines.wiki_mentions import plan_input
+from pipelines.wikitext.disambiguation import DisambiguationConfig
 
 
 def main(dump: str) -> None:

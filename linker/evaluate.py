@@ -31,7 +31,6 @@ import logging
 import sys
 from typing import Sequence
 
-
 from linker.catalogue import AliasIndex, EntityCatalogue
 from linker.corpus_data import HYPERLINK, MentionExample
 from linker.index import ExactIndex

@@ -15,8 +15,6 @@ are logged every ``eval_every`` steps and written to ``OUTPUT/metrics.json``.
 """
 from __future__ import annotations
 
-from pipelines.fields import option as _opt
-
 import dataclasses
 import json
 import logging
@@ -35,10 +33,9 @@ from linker.biencoder import BiEncoder, BlinkParams, LoadedBiEncoder, load_bienc
 from linker.catalogue import EntityCatalogue, read_catalogue
 from linker.corpus_data import HYPERLINK, MentionExample, iter_examples, shuffled
 from linker.inputs import BlinkInputs
+from pipelines.fields import option as _opt
 
 log = logging.getLogger("linker.train")
-
-
 
 
 @dataclass

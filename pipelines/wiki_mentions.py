@@ -35,8 +35,8 @@ from pipelines import storage
 from pipelines.config import WikiMentionsConfig, parse_config
 from pipelines.corpus.descriptions import first_paragraph
 from pipelines.corpus.labels import LabelConfig
-from pipelines.launch import beam_options, configure_logging
 from pipelines.dump import DumpError, default_index_path, plan_read_ranges, read_siteinfo
+from pipelines.launch import beam_options, configure_logging
 from pipelines.records import DeadLetter, SiteInfo
 from pipelines.transforms.aliases import BuildAliasTable, SelectEntityVocab
 from pipelines.transforms.parse import ParseOptions, ParseWikiDump

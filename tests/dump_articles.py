@@ -7,10 +7,9 @@ non-redirect pages; a truncated file yields what parsed) and rendered with
 from __future__ import annotations
 
 import sys
+from collections import Counter, defaultdict
 from functools import lru_cache
 from pathlib import Path
-
-from collections import Counter, defaultdict
 
 from pipelines.corpus.labels import AliasCandidate
 from pipelines.records import LinkMention, Mention

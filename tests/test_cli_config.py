@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.cli import CliError, canonical_runner, main as beam_main, normalise_runner_args
+from pipelines.cli import CliError, canonical_runner, normalise_runner_args
+from pipelines.cli import main as beam_main
 from pipelines.config import WikiMentionsConfig, parse_config
 from pipelines.corpus.alias_table import alias_rows, clean_alias, merge_alias_evidence, vocab_rows
 

@@ -25,7 +25,6 @@ sys.path.insert(0, str(REPO / "dags"))
 import wiki_corpus_tasks as dag_tasks  # noqa: E402  (standard library only; no Airflow needed)
 
 
-
 def _installed(distribution: str) -> bool:
     """Without importing it: importing airflow here would write ~/airflow (no AIRFLOW_HOME in this process)."""
     try:

@@ -10,7 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.fetch_dump import ChecksumMismatchError, FetchError, dump_file_names, fetch_dump, main, parse_checksum_list
+from pipelines.fetch_dump import (
+    ChecksumMismatchError,
+    FetchError,
+    dump_file_names,
+    fetch_dump,
+    main,
+    parse_checksum_list,
+)
 from tests.conftest import HAVE_WIKIDUMPS, dump
 
 WIKI, DATE = "enwiki", "20160501"

@@ -79,8 +79,9 @@ def test_manifest_is_complete_and_checksums_match(sample_corpus: Path):
     stats = json.loads((sample_corpus / "stats.json").read_text())
     assert stats["counters"] == m["counters"]
     # A damaged shard is caught by its checksum, naming the file.
-    from pipelines.validate import InvalidOutputError
     import shutil
+
+    from pipelines.validate import InvalidOutputError
 
     broken = sample_corpus.parent / "broken_copy"
     shutil.copytree(sample_corpus, broken)

@@ -6,11 +6,11 @@ import pyarrow.parquet as pq
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
+from pipelines import storage
 from pipelines.records import Article, LinkMention
 from pipelines.transforms.aliases import BuildAliasTable, SelectEntityVocab
 from pipelines.transforms.resolve import ResolveLinks, ResolveRedirects
 from pipelines.transforms.stats import SumStats
-from pipelines import storage
 from pipelines.transforms.write import ShardSpec, WriteShards, stable_shard
 from schemas import SCHEMAS
 

@@ -61,19 +61,18 @@ and the hits; only hits are checked in Python, for whole-word boundaries.
 """
 from __future__ import annotations
 
-from pipelines.fields import option as _opt
-
 import bisect
 import functools
 import re
 import unicodedata
-
-import ahocorasick
 from collections import Counter
 from dataclasses import dataclass, field, fields
 from typing import Iterable, Sequence
 
+import ahocorasick
+
 from pipelines.corpus.stopwords import resolve_stopwords, stopword_spec_for_language
+from pipelines.fields import option as _opt
 from pipelines.records import Mention
 
 LINKED = "linked"
@@ -124,8 +123,6 @@ class AliasCandidate:
     prior: float  # p(entity | alias) over hyperlinks; 0 when the alias was never an anchor
     origin: str  # "linked": hyperlinked in this page; "title": the page's own entity
     sources: tuple[str, ...] = ()  # alias-table sources (anchor, title, redirect); () when unknown
-
-
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,14 @@ from typing import Iterator
 
 from apache_beam.io.filesystems import FileSystems
 
-from pipelines.dump.compression import codec_from_extension, detect_codec, file_size, iter_decompressed, iter_raw_chunks, open_raw
+from pipelines.dump.compression import (
+    codec_from_extension,
+    detect_codec,
+    file_size,
+    iter_decompressed,
+    iter_raw_chunks,
+    open_raw,
+)
 from pipelines.dump.errors import CorruptCompressedError, DumpError, TruncatedCompressedError
 
 log = logging.getLogger(__name__)

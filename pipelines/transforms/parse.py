@@ -24,9 +24,9 @@ from pipelines.wikitext import (
     ExtractionError,
     extract_article,
     is_disambiguation,
+    normalize_title,
     parse_link_target,
     redirect_target,
-    normalize_title,
 )
 
 log = logging.getLogger(__name__)

@@ -11,6 +11,7 @@ from collections import Counter
 
 import apache_beam as beam
 
+from pipelines.corpus.labels import LINKED
 from pipelines.corpus.resolution import (
     LOOP,
     REDIRECT,
@@ -20,7 +21,6 @@ from pipelines.corpus.resolution import (
     resolve_link_target,
     usable_link,
 )
-from pipelines.corpus.labels import LINKED
 from pipelines.records import Article
 from pipelines.transforms.joins import GroupJoinFn, LookupJoin
 from pipelines.transforms.stats import STATS

@@ -53,18 +53,18 @@ from __future__ import annotations
 import re
 import unicodedata
 from bisect import bisect_right
-from itertools import accumulate
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Callable
 
 import mwparserfromhell
 from mwparserfromhell.nodes import (
     Argument,
-    Node,
     Comment,
     ExternalLink,
     Heading,
     HTMLEntity,
+    Node,
     Tag,
     Template,
     Text,

@@ -154,7 +154,7 @@ def test_blinks_kb_is_read_as_is(blink_linkers, entities):
 
 
 def test_scores_and_top10_equal_main_dense(blink_linkers, contexts, mentions):
-    from linker.blink_io import spans_of, read_mention_records
+    from linker.blink_io import read_mention_records, spans_of
 
     records, bad = read_mention_records(str(GOLDEN / "mentions.jsonl"))
     assert not bad and [r.context for r in records] == contexts
@@ -189,7 +189,7 @@ def test_blinks_faiss_files_answer_as_in_blink(blink_linkers, contexts, kind):
 
 
 def test_crossencoder_inputs_logits_and_reranking_equal_blinks(blink_linkers, crossencoder, contexts, mentions, entities):
-    from linker.blink_io import spans_of, read_mention_records
+    from linker.blink_io import read_mention_records, spans_of
     from linker.inputs import cross_ids
 
     want = expected("crossencoder_top10.json")["mentions"]

@@ -192,14 +192,34 @@ def mask_example(example: Example, rng: np.random.Generator, ids: TokenIds, p_rt
     return masked.tolist(), ssm_positions
 
 
-class Collator:
-    """Passages -> a padded batch of tensors for ``EDMem.forward`` (plus bookkeeping)."""
+def check_entity_ids(rows: list[dict], n_entities: int, source: str) -> None:
+    """Every mention's entity id must index the entity table; else one clear line naming the corpus and the id."""
+    for row in rows:
+        for m in row["mentions"]:
+            eid = m["entity_id"]
+            if not 0 <= eid < n_entities:
+                raise CorpusError(f"{source}: passage {row['passage_id']!r} links entity id {eid}, outside the "
+                                  f"entity vocabulary of this corpus (ids 0..{n_entities - 1}): its passages were "
+                                  f"built with a different entity vocabulary")
 
-    def __init__(self, ids: TokenIds, max_seq_len: int, p_rtm: float, p_ssm: float, seed: int):
+
+class Collator:
+    """Passages -> a padded batch of tensors for ``EDMem.forward`` (plus bookkeeping).
+
+    With ``n_entities`` set, every mention's entity id is checked against the table size first
+    (``check_entity_ids``): a corpus mixed from two runs fails with its name and the bad id,
+    not with an IndexError or a device-side assert deep in the model.
+    """
+
+    def __init__(self, ids: TokenIds, max_seq_len: int, p_rtm: float, p_ssm: float, seed: int,
+                 n_entities: int | None = None, source: str = "corpus"):
         self.ids, self.max_seq_len, self.p_rtm, self.p_ssm, self.seed = ids, max_seq_len, p_rtm, p_ssm, seed
+        self.n_entities, self.source = n_entities, source
 
     def __call__(self, rows: list[dict], sample_indices: list[int], masking_stream: int = 0) -> dict:
         ids = self.ids
+        if self.n_entities is not None:
+            check_entity_ids(rows, self.n_entities, self.source)
         examples, masked_inputs, ssm = [], [], []
         for row, k in zip(rows, sample_indices):
             ex = build_example(row["token_ids"], row["mentions"], ids, self.max_seq_len)
@@ -245,7 +265,8 @@ class Collator:
 class GlobalSampleOrder:
     """Maps a global sample index to (shard, row group, row), the same on every rank; see module docstring."""
 
-    def __init__(self, shards: list[Path], seed: int, window_row_groups: int):
+    def __init__(self, shards: list[Path], seed: int, window_row_groups: int, limit_rows: int = 0):
+        """``limit_rows`` > 0: only the first rows of the split (in shard order) form the epoch (overfit runs)."""
         self.shards = list(shards)
         self.seed = seed
         self.window = max(1, window_row_groups)
@@ -254,6 +275,14 @@ class GlobalSampleOrder:
             md = pq.ParquetFile(path).metadata
             self.row_groups += [(s, g, md.row_group(g).num_rows) for g in range(md.num_row_groups)]
         self.row_groups = [rg for rg in self.row_groups if rg[2] > 0]
+        if limit_rows > 0:  # keep the first row groups, the last one cut to its first rows
+            kept, left = [], limit_rows
+            for s, g, n in self.row_groups:
+                if left <= 0:
+                    break
+                kept.append((s, g, min(n, left)))
+                left -= n
+            self.row_groups = kept
         self.epoch_size = sum(rg[2] for rg in self.row_groups)
         if self.epoch_size == 0:
             raise CorpusError("the train split has no rows")

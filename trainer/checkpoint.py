@@ -69,14 +69,7 @@ def save(engine, ckpt_dir: Path, step: int, client_state: dict, spec: dict, keep
         save_rows(rows, ckpt_dir / tag)
     if rank == 0:
         (ckpt_dir / tag / "edmem_spec.json").write_text(json.dumps(spec, indent=2))
-        layout = {"partition": "rows" if rows is not None else "replicated", "world_size": world}
-        if rows is not None:
-            from trainer.memory import row_range
-
-            layout.update(n_entities=rows.n_entities, dim=rows.dim,
-                          shards=[{"file": rows_file(r), "rows": list(row_range(rows.n_entities, r, world))}
-                                  for r in range(world)])
-        (ckpt_dir / tag / MEMORY_FILE).write_text(json.dumps(layout, indent=2))
+        write_memory_layout(ckpt_dir / tag, world, rows)
     if dist.is_initialized():
         dist.barrier()
     # ds_to_universal needs this key in the client state to convert the checkpoint later.
@@ -125,6 +118,18 @@ def memory_layout(tag_dir: Path) -> dict | None:
 def saved_partition(ckpt_dir: Path, tag: str) -> str:
     layout = memory_layout(ckpt_dir / tag)
     return layout["partition"] if layout else "replicated"
+
+
+def write_memory_layout(tag_dir: Path, world_size: int, rows=None) -> None:
+    """memory.json: the partition, the world size and, for rows, which file holds which rows."""
+    layout = {"partition": "rows" if rows is not None else "replicated", "world_size": world_size}
+    if rows is not None:
+        from trainer.memory import row_range
+
+        layout.update(n_entities=rows.n_entities, dim=rows.dim,
+                      shards=[{"file": rows_file(r), "rows": list(row_range(rows.n_entities, r, world_size))}
+                              for r in range(world_size)])
+    (Path(tag_dir) / MEMORY_FILE).write_text(json.dumps(layout, indent=2))
 
 
 def save_rows(rows, tag_dir: Path) -> None:

@@ -93,7 +93,33 @@ def open_corpus(path: str | Path, verify_sha256: bool = True) -> Corpus:
         raise CorpusError(f"{vocab_path}: entity ids are not 0..{n_entities - 1}")
     if not (root / "tokenizer").is_dir():
         raise CorpusError(f"{root / 'tokenizer'} is missing")
+    for shard in shards["train"] + shards["validation"]:
+        check_entity_id_range(shard, n_entities, root)
     return Corpus(root, manifest, shards["train"], shards["validation"], n_entities)
+
+
+ENTITY_ID_COLUMN = "mentions.list.element.entity_id"
+
+
+def check_entity_id_range(shard: Path, n_entities: int, root: Path) -> None:
+    """From the Parquet statistics alone (no data read): every linked entity id must index the table.
+
+    Passages and entity_vocab from two different runs fail here, at start-up, with the shard and
+    the id; shards written without statistics are checked batch by batch (``check_entity_ids``).
+    """
+    md = pq.ParquetFile(shard).metadata
+    column = next((i for i in range(md.num_columns) if md.schema.column(i).path == ENTITY_ID_COLUMN), None)
+    if column is None:
+        return
+    for g in range(md.num_row_groups):
+        stats = md.row_group(g).column(column).statistics
+        if stats is None or not stats.has_min_max:
+            continue
+        bad = stats.max if stats.max >= n_entities else stats.min if stats.min < 0 else None
+        if bad is not None:
+            raise CorpusError(f"{root}: {shard.relative_to(root)} links entity id {bad}, outside the entity "
+                              f"vocabulary of this corpus (ids 0..{n_entities - 1}): its passages were built with "
+                              f"a different entity vocabulary")
 
 
 @dataclass(frozen=True)

@@ -1,37 +1,19 @@
-"""The entity table partitioned by rows across ranks (vocabulary-parallel); no rank ever holds all of it.
+"""The entity table split by rows across ranks (vocabulary-parallel): no rank ever holds all of it.
 
 With k ranks, rank r owns rows [floor(r N / k), floor((r+1) N / k)) of the N x D table
-(``row_range``) and their optimizer state. A read with M_r query positions on rank r
-(M = sum of M_r over ranks) goes:
-
-    forward    all-gather the queries [M, D] and their targets [M]
-               one blocked pass over the OWN rows: running max, sum of exp, exp-weighted
-               sum of rows, argmax (the online-softmax recurrence of trainer.entity_softmax)
-               all-reduce(max) of the running max, then all-reduce(sum) of the rescaled
-               sums of exp and of the target scores (the rank owning a target supplies
-               its score, the others 0), all-reduce(min) of the argmax candidates
-               reduce-scatter of the weighted sums: each rank receives its own queries' reads
-    backward   all-gather the upstream gradients of the queries' outputs [M, D + 3]
-               one blocked pass over the own rows: the complete gradient of the own rows
-               (every rank's queries are here) and a partial gradient of every query
-               reduce-scatter of the partial query gradients
-
-The table never moves: per read a rank sends and receives O(M x D) numbers, not N x D.
-The row gradient is that of the SUM of all ranks' losses; data-parallel training
-averages, so the trainer divides it by k (``RowShardedMemory.finish_gradients``).
-
-The inference read (top-k, EaE/EDMem: k = 100) takes each rank's local top-k of every
-query, all-gathers the candidates' scores and ids, merges them into the global top-k
-(identically on every rank), and reduce-scatters the weighted sums of the own rows.
-
-With one rank (or no process group) every collective is skipped and the arithmetic is
-exactly that of ``trainer.entity_softmax``.
+(``row_range``) and their AdamW state (``RowShardedMemory``). Reads go through
+``trainer.entity_softmax`` with the rank's process group: queries move, the table never
+does (the module docstring there has the collectives). The row gradient is that of the
+SUM of all ranks' losses; data-parallel training averages, so ``finish_gradients``
+divides it by k before clipping and stepping.
 """
 from __future__ import annotations
 
 import torch
 import torch.distributed as dist
 from torch import nn
+
+from trainer.entity_softmax import CommCounter
 
 # Rows are initialised in fixed chunks, each from its own seeded generator, so that the
 # initial table does not depend on how it is partitioned (1 rank, k ranks, replicated).
@@ -57,259 +39,6 @@ def init_rows(n_entities: int, dim: int, start: int, end: int, std: float, seed:
         block = torch.randn(c1 - c0, dim, generator=g, dtype=torch.float32)
         out[lo - start:hi - start] = (block[lo - c0:hi - c0] * std).to(dtype)
     return out
-
-
-class CommCounter:
-    """Bytes this rank's memory collectives produced (the size of each collective's result on this rank)."""
-
-    def __init__(self):
-        self.bytes = 0
-
-    def add(self, t: torch.Tensor) -> None:
-        self.bytes += t.numel() * t.element_size()
-
-    def take(self) -> int:
-        b, self.bytes = self.bytes, 0
-        return b
-
-
-class _Comm:
-    """The collectives of one read, over ``group``; a no-op world of one when group is None."""
-
-    def __init__(self, group, counter: CommCounter | None):
-        self.group = group
-        self.world = dist.get_world_size(group) if group is not None else 1
-        self.rank = dist.get_rank(group) if group is not None else 0
-        self.counter = counter
-
-    def _count(self, t: torch.Tensor) -> None:
-        if self.counter is not None:
-            self.counter.add(t)
-
-    def counts(self, m: int, device) -> list[int]:
-        if self.world == 1:
-            return [m]
-        out = torch.zeros(self.world, dtype=torch.long, device=device)  # [k]: one count per rank
-        _all_gather(out, torch.tensor([m], dtype=torch.long, device=device), group=self.group)
-        self._count(out)
-        return out.tolist()
-
-    def gather_rows(self, x: torch.Tensor, counts: list[int]) -> torch.Tensor:
-        """[M_r, ...] on each rank -> [sum M_r, ...] in rank order, on every rank."""
-        if self.world == 1:
-            return x
-        mmax = max(counts)
-        padded = x.new_zeros((mmax,) + tuple(x.shape[1:]))
-        padded[:x.shape[0]] = x
-        out = x.new_empty((self.world * mmax,) + tuple(x.shape[1:]))
-        _all_gather(out, padded, group=self.group)
-        self._count(out)
-        return torch.cat([out[i * mmax:i * mmax + c] for i, c in enumerate(counts)])
-
-    def scatter_sum_rows(self, x: torch.Tensor, counts: list[int]) -> torch.Tensor:
-        """[sum M_r, ...] partial on each rank -> this rank's rows of the sum over ranks, [M_r, ...]."""
-        if self.world == 1:
-            return x
-        mmax = max(counts)
-        padded = x.new_zeros((self.world * mmax,) + tuple(x.shape[1:]))
-        offset = 0
-        for i, c in enumerate(counts):
-            padded[i * mmax:i * mmax + c] = x[offset:offset + c]
-            offset += c
-        out = x.new_empty((mmax,) + tuple(x.shape[1:]))
-        _reduce_scatter(out, padded, group=self.group)
-        self._count(padded)
-        return out[:counts[self.rank]]
-
-    def all_reduce(self, x: torch.Tensor, op=None) -> torch.Tensor:
-        if self.world > 1:
-            dist.all_reduce(x, op=op or dist.ReduceOp.SUM, group=self.group)
-            self._count(x)
-        return x
-
-    def own_slice(self, x: torch.Tensor, counts: list[int]) -> torch.Tensor:
-        start = sum(counts[:self.rank])
-        return x[start:start + counts[self.rank]]
-
-
-# torch >= 2.13 names them *_single; older releases *_tensor (same semantics: a flat output over ranks).
-_all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
-_reduce_scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
-
-
-def _compute_dtype(*tensors: torch.Tensor) -> torch.dtype:
-    return torch.float64 if any(t.dtype == torch.float64 for t in tensors) else torch.float32
-
-
-class RowShardedEntitySoftmax(torch.autograd.Function):
-    """(own queries [M_r, D], own rows [N_r, D], own targets [M_r]) ->
-    (lse [M_r], read [M_r, D] or [M_r, 0], top1 [M_r], target score [M_r]), over the whole N x D table.
-
-    Targets are global entity ids. ``with_read=False`` (the linking head) skips the weighted sums.
-    """
-
-    @staticmethod
-    def forward(ctx, query, rows, targets, row_start: int, block_size: int, with_read: bool, group, counter):
-        comm = _Comm(group, counter)
-        dtype = _compute_dtype(query, rows)
-        counts = comm.counts(query.shape[0], query.device)
-        ctx.empty = sum(counts) == 0
-        if ctx.empty:  # no rank has a mention: nothing to read (every rank knows it from the counts)
-            ctx.shapes = (rows.shape, rows.dtype, query.dtype, query.device)
-            ctx.mark_non_differentiable(top1 := torch.zeros(0, dtype=torch.long, device=query.device))
-            empty = query.new_zeros(0, dtype=dtype)
-            return empty, query.new_zeros(0, rows.shape[1] if with_read else 0, dtype=dtype), top1, empty.clone()
-        q_all = comm.gather_rows(query, counts).to(dtype)  # gathered in the queries' dtype (bf16 halves it)
-        t_all = comm.gather_rows(targets, counts)
-        m_all, n_local = q_all.shape[0], rows.shape[0]
-        dev = q_all.device
-        running_max = torch.full((m_all,), float("-inf"), dtype=dtype, device=dev)
-        running_sum = torch.zeros(m_all, dtype=dtype, device=dev)
-        running_read = torch.zeros(m_all, rows.shape[1] if with_read else 0, dtype=dtype, device=dev)
-        top1 = torch.zeros(m_all, dtype=torch.long, device=dev)
-        for start in range(0, n_local, block_size):
-            block = rows[start:start + block_size].to(dtype)
-            scores = q_all @ block.T  # [M, B]: the only score tensor alive at any time
-            block_max, block_arg = scores.max(dim=1)
-            new_max = torch.maximum(running_max, block_max)
-            top1 = torch.where(block_max > running_max, block_arg + (row_start + start), top1)
-            rescale = torch.exp(running_max - new_max)
-            weights = torch.exp(scores - new_max[:, None])
-            running_sum = running_sum * rescale + weights.sum(dim=1)
-            if with_read:
-                running_read = running_read * rescale[:, None] + weights @ block
-            running_max = new_max
-        # Combine across ranks: the global max, then sums rescaled to it.
-        global_max = comm.all_reduce(running_max.clone(), dist.ReduceOp.MAX)
-        rescale = torch.exp(running_max - global_max)  # 0 on a rank without rows
-        local = t_all - row_start
-        owned = (local >= 0) & (local < n_local)
-        target_score = torch.zeros(m_all, dtype=dtype, device=dev)
-        if owned.any():
-            target_score[owned] = (q_all[owned] * rows[local[owned]].to(dtype)).sum(dim=1)
-        sums = comm.all_reduce(torch.stack([running_sum * rescale, target_score]))
-        candidate = torch.where(running_max == global_max, top1, torch.full_like(top1, torch.iinfo(torch.long).max))
-        top1 = comm.all_reduce(candidate, dist.ReduceOp.MIN)
-        lse_all = global_max + torch.log(sums[0])
-        own_read = comm.scatter_sum_rows(running_read * rescale[:, None], counts)
-        lse = comm.own_slice(lse_all, counts)
-        read = own_read / comm.own_slice(sums[0], counts)[:, None]
-        ctx.save_for_backward(q_all, rows, t_all, lse_all, read)
-        ctx.counts, ctx.row_start, ctx.block_size, ctx.with_read = counts, row_start, block_size, with_read
-        ctx.group, ctx.counter, ctx.query_dtype = group, counter, query.dtype
-        top1_own = comm.own_slice(top1, counts)
-        ctx.mark_non_differentiable(top1_own)
-        ctx.set_materialize_grads(False)
-        return lse, read, top1_own, comm.own_slice(sums[1], counts)
-
-    @staticmethod
-    def backward(ctx, grad_lse, grad_read, _grad_top1, grad_target):
-        if ctx.empty:
-            rows_shape, rows_dtype, query_dtype, device = ctx.shapes
-            rows_grad = torch.zeros(rows_shape, dtype=rows_dtype, device=device) if ctx.needs_input_grad[1] else None
-            return (torch.zeros(0, rows_shape[1], dtype=query_dtype, device=device), rows_grad,
-                    None, None, None, None, None, None)
-        q_all, rows, t_all, lse_all, read = ctx.saved_tensors
-        comm = _Comm(ctx.group, ctx.counter)
-        dtype, counts, d = lse_all.dtype, ctx.counts, rows.shape[1]
-        m_own = counts[comm.rank]
-        # Every rank takes part in the collectives, also where an output had no gradient (zeros then).
-        zeros = lambda *shape: torch.zeros(*shape, dtype=dtype, device=lse_all.device)  # noqa: E731
-        g_l = grad_lse.to(dtype) if grad_lse is not None else zeros(m_own)
-        g_t = grad_target.to(dtype) if grad_target is not None else zeros(m_own)
-        if ctx.with_read:
-            g_r = grad_read.to(dtype) if grad_read is not None else zeros(m_own, d)
-            g_r_dot_read = (g_r * read).sum(dim=1)
-            packed = torch.cat([g_l[:, None], g_t[:, None], g_r_dot_read[:, None], g_r], dim=1)
-        else:
-            packed = torch.stack([g_l, g_t], dim=1)
-        packed = comm.gather_rows(packed, counts)
-        g_l, g_t = packed[:, 0], packed[:, 1]
-        if ctx.with_read:
-            g_r_dot_read, g_r = packed[:, 2], packed[:, 3:]
-        need_rows = ctx.needs_input_grad[1]
-        grad_q = torch.zeros_like(q_all)
-        grad_rows = torch.zeros(rows.shape, dtype=dtype, device=rows.device) if need_rows else None
-        for start in range(0, rows.shape[0], ctx.block_size):
-            block = rows[start:start + ctx.block_size].to(dtype)
-            alpha = torch.exp(q_all @ block.T - lse_all[:, None])  # recomputed, [M, B]
-            if ctx.with_read:
-                grad_scores = alpha * (g_l[:, None] + g_r @ block.T - g_r_dot_read[:, None])
-            else:
-                grad_scores = alpha * g_l[:, None]
-            grad_q += grad_scores @ block
-            if need_rows:
-                if ctx.with_read:  # one product for both terms: [dS; alpha]^T [q; g_r]
-                    grad_rows[start:start + ctx.block_size] = torch.cat([grad_scores, alpha], 0).T @ \
-                        torch.cat([q_all, g_r], 0)
-                else:
-                    grad_rows[start:start + ctx.block_size] = grad_scores.T @ q_all
-        local = t_all - ctx.row_start
-        owned = (local >= 0) & (local < rows.shape[0])
-        if owned.any():
-            gt = g_t[owned][:, None]
-            grad_q[owned] += gt * rows[local[owned]].to(dtype)
-            if need_rows:
-                grad_rows.index_add_(0, local[owned], gt * q_all[owned])
-        grad_query = comm.scatter_sum_rows(grad_q, counts)
-        return (grad_query.to(ctx.query_dtype), grad_rows.to(rows.dtype) if need_rows else None,
-                None, None, None, None, None, None)
-
-
-def row_sharded_softmax(query: torch.Tensor, rows: torch.Tensor, targets: torch.Tensor, row_start: int,
-                        block_size: int = 65536, with_read: bool = True, group=None,
-                        counter: CommCounter | None = None):
-    """lse, read, top1, target score of the own queries over the table whose own rows are ``rows``."""
-    if block_size < 1:
-        raise ValueError("block_size must be >= 1")
-    return RowShardedEntitySoftmax.apply(query, rows, targets, row_start, block_size, with_read, group, counter)
-
-
-@torch.no_grad()
-def row_sharded_topk_read(query: torch.Tensor, rows: torch.Tensor, row_start: int, n_entities: int, k: int = 100,
-                          block_size: int = 65536, group=None, counter: CommCounter | None = None):
-    """Inference read over the k best entities of the whole table: local top-k, then a global merge.
-
-    Returns (read [M_r, D], top ids [M_r, k'], top scores [M_r, k']), k' = min(k, N), as
-    ``trainer.entity_softmax.topk_entity_read`` on the full table.
-    """
-    comm = _Comm(group, counter)
-    dtype = _compute_dtype(query, rows)
-    counts = comm.counts(query.shape[0], query.device)
-    q_all = comm.gather_rows(query, counts).to(dtype)
-    m_all, dev = q_all.shape[0], q_all.device
-    k = min(k, n_entities)
-    best_scores = torch.full((m_all, 0), float("-inf"), dtype=dtype, device=dev)
-    best_ids = torch.zeros((m_all, 0), dtype=torch.long, device=dev)
-    for start in range(0, rows.shape[0], block_size):
-        scores = q_all @ rows[start:start + block_size].to(dtype).T
-        cand_scores = torch.cat([best_scores, scores], dim=1)
-        cand_ids = torch.cat([best_ids, torch.arange(row_start + start, row_start + start + scores.shape[1],
-                                                     device=dev).expand(m_all, -1)], dim=1)
-        best_scores, pos = cand_scores.topk(min(k, cand_scores.shape[1]), dim=1)
-        best_ids = cand_ids.gather(1, pos)
-    if comm.world > 1:  # pad to k so every rank sends the same shape, then merge identically everywhere
-        pad = k - best_scores.shape[1]
-        best_scores = torch.cat([best_scores, best_scores.new_full((m_all, pad), float("-inf"))], 1)
-        best_ids = torch.cat([best_ids, best_ids.new_full((m_all, pad), -1)], 1)
-        all_scores = best_scores.new_empty((comm.world * m_all, k))
-        all_ids = best_ids.new_empty((comm.world * m_all, k))
-        _all_gather(all_scores, best_scores.contiguous(), group=group)
-        _all_gather(all_ids, best_ids.contiguous(), group=group)
-        comm._count(all_scores), comm._count(all_ids)
-        merged_scores = all_scores.view(comm.world, m_all, k).permute(1, 0, 2).reshape(m_all, -1)
-        merged_ids = all_ids.view(comm.world, m_all, k).permute(1, 0, 2).reshape(m_all, -1)
-        best_scores, pos = merged_scores.topk(k, dim=1)
-        best_ids = merged_ids.gather(1, pos)
-    alpha = torch.softmax(best_scores, dim=1)
-    local = best_ids - row_start
-    mine = (local >= 0) & (local < rows.shape[0])
-    partial = torch.zeros(m_all, rows.shape[1], dtype=dtype, device=dev)
-    if mine.any():
-        contrib = alpha[mine][:, None] * rows[local[mine]].to(dtype)
-        partial.index_add_(0, torch.nonzero(mine, as_tuple=True)[0], contrib)
-    read = comm.scatter_sum_rows(partial, counts)
-    return read, comm.own_slice(best_ids, counts), comm.own_slice(best_scores, counts)
 
 
 class RowShardedMemory(nn.Module):
@@ -370,12 +99,14 @@ class RowShardedMemory(nn.Module):
 
 def zero_table_traffic_bytes(stage: int, n_entities: int, dim: int, param_bytes: int, grad_bytes: int,
                              micro_batches: int, world_size: int) -> int:
-    """What ZeRO moves per rank per optimizer step for a replicated N x D table (sizes of the collectives'
-    results, as ``CommCounter`` counts): the model's figure of today's path, for ``memory_comm_bytes``.
+    """What ZeRO moves per rank per optimizer step for a replicated N x D table (the size of each collective's
+    result, as ``CommCounter`` counts): ``memory_comm_bytes`` of the replicated layout.
 
-    stage 0/1: one all-reduce (or reduce-scatter) of the gradient per step; stage 1 also all-gathers the
-    updated parameters. Stage 2 reduces at every micro-batch. Stage 3 also all-gathers the table for each
-    of the three reads, forward and backward, at every micro-batch.
+    stage 0: one all-reduce of the gradient per step. Stage 1: a reduce-scatter of the gradient per step
+    and an all-gather of the updated rows. Stage 2 reduces at every micro-batch. Stage 3 gathers the table
+    once per micro-batch (DeepSpeed keeps it for the three reads and the backward within its default
+    stage3_max_reuse_distance) and reduce-scatters its gradient. benchmarks/bench_memory.py checks these
+    figures against the bytes counted at torch.distributed.
     """
     if world_size <= 1:
         return 0
@@ -383,7 +114,7 @@ def zero_table_traffic_bytes(stage: int, n_entities: int, dim: int, param_bytes:
     if stage == 0:
         return table * grad_bytes
     if stage == 1:
-        return table * grad_bytes + table * param_bytes
+        return table * (grad_bytes + param_bytes)
     if stage == 2:
         return micro_batches * table * grad_bytes + table * param_bytes
-    return micro_batches * (table * grad_bytes + 6 * table * param_bytes)
+    return micro_batches * table * (param_bytes + grad_bytes)

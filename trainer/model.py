@@ -41,7 +41,7 @@ from transformers.models.bart.modeling_bart import (
 from schemas import SPECIAL_ENTITIES
 from trainer.config import ModelConfig
 from trainer.entity_softmax import blocked_entity_softmax, topk_entity_read
-from trainer.memory import RowShardedMemory, init_rows, row_sharded_softmax, row_sharded_topk_read
+from trainer.memory import RowShardedMemory, init_rows
 
 FIRST_REAL_ENTITY_ID = len(SPECIAL_ENTITIES)
 
@@ -121,20 +121,17 @@ class EntityMemory(nn.Module):
         """
         top_k_read = need_read and not self.training and self.inference_top_k > 0
         if self.partition == "replicated":
-            lse, read, top1, target_score = blocked_entity_softmax(
-                query, self.table, self.block_size, targets, with_read=need_read and not top_k_read)
-            if top_k_read:
-                read, _, _ = topk_entity_read(query, self.table, self.inference_top_k, self.block_size)
+            table, split = self.table, {}
         else:
             rows = self.rows
             if rows is None:
                 raise RuntimeError("a row-partitioned memory needs its rows: EntityMemory.attach_rows")
-            lse, read, top1, target_score = row_sharded_softmax(
-                query, rows.weight, targets, rows.row_start, self.block_size, need_read and not top_k_read,
-                rows.group, rows.comm)
-            if top_k_read:
-                read, _, _ = row_sharded_topk_read(query, rows.weight, rows.row_start, self.n_entities,
-                                                   self.inference_top_k, self.block_size, rows.group, rows.comm)
+            table, split = rows.weight, dict(row_start=rows.row_start, group=rows.group, counter=rows.comm)
+        lse, read, top1, target_score = blocked_entity_softmax(query, table, self.block_size, targets,
+                                                               need_read and not top_k_read, **split)
+        if top_k_read:
+            read, _, _ = topk_entity_read(query, table, self.inference_top_k, self.block_size,
+                                          n_entities=self.n_entities, **split)
         return (read.to(query.dtype) if need_read else None), lse, target_score, top1
 
 

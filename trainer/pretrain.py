@@ -187,8 +187,8 @@ def train(argv: list[str] | None = None) -> None:
         load_bart_weights(model, cfg.model.init_from)
     if stage == 3:
         model.register_for_zero3()
-    table = f"{corpus.n_entities} x {cfg.model.entity_dim}"
-    say(f"EDMem: {model.num_parameters() / 1e6:.2f}M parameters, entity table {table} "
+    say(f"EDMem: {model.num_parameters() / 1e6:.2f}M parameters, entity table "
+        f"{corpus.n_entities} x {cfg.model.entity_dim} "
         + (f"split by rows over {world_size} ranks (rows {rows.row_start}..{rows.row_end - 1} here)"
            if rows is not None else "replicated (a DeepSpeed parameter)")
         + f"; ZeRO stage {stage}, bf16 {bf16}, "
@@ -209,6 +209,11 @@ def train(argv: list[str] | None = None) -> None:
         lr_scheduler=lambda opt: torch.optim.lr_scheduler.LambdaLR(opt, schedule),
         config=ds_config,
     )
+    if stage == 3 and rows is None:  # whether ZeRO-3 really splits the table (not below the persistence threshold)
+        table = model.entity_memory.table
+        say(f"ZeRO-3 keeps {table.ds_tensor.numel()} of the table's {table.ds_numel} elements on this rank"
+            + (" (below stage3_param_persistence_threshold: whole on every rank)"
+               if getattr(table, "ds_persist", False) else ""))
     if rows is not None:
         rows.make_optimizer(cfg.optim.lr, cfg.optim.betas, cfg.optim.eps, cfg.optim.weight_decay, schedule, fused)
         comm_per_step = None  # counted: the bytes of the memory's own collectives

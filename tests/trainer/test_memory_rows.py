@@ -15,8 +15,8 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from trainer.entity_softmax import dense_entity_softmax, topk_entity_read
-from trainer.memory import CommCounter, init_rows, row_range, row_sharded_softmax, row_sharded_topk_read
+from trainer.entity_softmax import CommCounter, blocked_entity_softmax, dense_entity_softmax, topk_entity_read
+from trainer.memory import init_rows, row_range
 
 N, D, BLOCK, TOPK = 37, 6, 5, 7
 MENTIONS = {2: [9, 4], 3: [6, 0, 5]}  # queries per rank; rank 1 of 3 has none
@@ -66,14 +66,14 @@ def _rank_main(rank: int, world: int, port: int, out_dir: str):
     rows = table[start:end].clone().requires_grad_()
     q = queries[lo:hi].clone().requires_grad_()
     counter = CommCounter()
-    lse, read, top1, score = row_sharded_softmax(q, rows, targets[lo:hi], start, BLOCK, True, dist.group.WORLD,
-                                                 counter)
+    split = dict(row_start=start, group=dist.group.WORLD)
+    lse, read, top1, score = blocked_entity_softmax(q, rows, BLOCK, targets[lo:hi], True, counter=counter, **split)
     loss = (w_lse[lo:hi] * (lse - score)).sum() + (w_read[lo:hi] * read).sum()
     gq, gr = torch.autograd.grad(loss, (q, rows))
     # The linking head: no read.
-    lse_h, read_h, _, score_h = row_sharded_softmax(q, rows, targets[lo:hi], start, BLOCK, False, dist.group.WORLD)
+    lse_h, read_h, _, score_h = blocked_entity_softmax(q, rows, BLOCK, targets[lo:hi], False, **split)
     gq_h, gr_h = torch.autograd.grad((w_lse[lo:hi] * (lse_h - score_h)).sum(), (q, rows))
-    top_read, top_ids, _ = row_sharded_topk_read(q.detach(), rows.detach(), start, N, TOPK, BLOCK, dist.group.WORLD)
+    top_read, top_ids, _ = topk_entity_read(q.detach(), rows.detach(), TOPK, BLOCK, n_entities=N, **split)
     torch.save(dict(lse=lse, read=read, top1=top1, score=score, gq=gq, gr=gr, gq_head=gq_h, gr_head=gr_h,
                     read_head_shape=tuple(read_h.shape), top_read=top_read, top_ids=top_ids, bytes=counter.bytes,
                     rows=(start, end), queries=(lo, hi)), os.path.join(out_dir, f"rank{rank}.pt"))
@@ -111,16 +111,6 @@ def test_row_sharded_reads_and_gradients_equal_the_dense_computation(world, tmp_
     torch.testing.assert_close(full_gt, ref["gt"], rtol=0, atol=1e-5)
     torch.testing.assert_close(full_gt_head, ref["gt_head"], rtol=0, atol=1e-5)
     assert N % world and max(sizes) - min(sizes) == 1
-
-
-def test_one_rank_without_a_group_is_the_blocked_softmax():
-    from trainer.entity_softmax import blocked_entity_softmax
-
-    table, queries, targets, w_lse, w_read = (t.double() if t.is_floating_point() else t for t in _problem(2))
-    out = row_sharded_softmax(queries, table, targets, 0, BLOCK)
-    ref = blocked_entity_softmax(queries, table, BLOCK, targets)
-    for a, b in zip(out, ref):
-        torch.testing.assert_close(a, b, rtol=0, atol=1e-12)
 
 
 def test_initial_rows_do_not_depend_on_the_partition():

@@ -1,19 +1,30 @@
-"""Benchmark: the whole corpus job vs its extraction stage alone vs ``wikiextractor --links``.
+"""Benchmark: the whole corpus job vs its extraction stage vs ``wikiextractor --links``, per page.
 
-All three on the same dump, in one run, interleaved N times (so background
-load hits all alike); medians reported. The job runs as a user runs it
-(``python -m pipelines.wiki_mentions``, DirectRunner, one worker), in a
-subprocess whose CPU time and peak resident memory are measured. "Per core"
-rates divide by CPU seconds (user + system), so they do not flatter a
-contender that happens to use more cores.
+The input is a real enwiki excerpt (default: the shared 206-page one)
+replicated at two sizes (x2 and x8 by default) with new page ids and titles
+(``synth_dump.replicate_dump``). Each contender runs on both sizes,
+interleaved and repeated (medians); the *marginal* CPU per page, (CPU(large) -
+CPU(small)) / (pages(large) - pages(small)), cancels fixed start-up costs
+(imports, tokenizer build, Beam graph), which is what a user pays per page on
+a full dump. CPU = user + system of the process and its children, so a
+contender that uses more cores is not flattered.
 
-Usage: ``python benchmarks/bench_pipeline.py [--dump PATH] [--repeat 3] [--json OUT]``
+* ``job``: ``python -m pipelines.wiki_mentions --keep_red_links true``, DirectRunner, one worker;
+* ``extraction``: reading the dump and ``extract_article`` on every article (no Beam);
+* ``wikiextractor``: ``python -m wikiextractor.WikiExtractor --links --processes 1``.
+
+``--profile`` adds a per-stage breakdown of the job on the larger size
+(cProfile, in-process: cumulative time of each stage's DoFns; the rest is
+Beam's per-element machinery, coders and shuffles).
+
+Usage: ``python benchmarks/bench_pipeline.py [--dump PATH] [--sizes 2,8] [--repeat 3] [--profile] [--json OUT]``
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import pstats
 import statistics
 import subprocess
 import sys
@@ -22,6 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_extract  # noqa: E402  (the extraction-stage and wikiextractor timers)
+from synth_dump import replicate_dump  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DUMP = bench_extract.DEFAULT_DUMP
@@ -34,22 +46,40 @@ _MEASURE = (
     "print(json.dumps({'rc': rc, 'wall': wall, 'cpu': r.ru_utime + r.ru_stime, 'peak_kib': r.ru_maxrss}))\n"
 )
 
+# Stage -> the functions whose cumulative time is that stage's own work (they do not nest).
+STAGES = {
+    "read dump (decompress, split pages, XML)": ("ReadPagesFn.process",),
+    "wikitext extraction": ("ClassifyPagesFn.process",),
+    "redirects and link resolution": ("ChaseOneHopFn.join", "ClassifyRedirectEndFn.join", "ResolveTargetFn.join",
+                                      "link_targets_by_page"),
+    "alias table and vocabulary": ("AnchorEvidenceFn.process", "AliasRowsFn.join", "title_evidence",
+                                   "UsableAliasesFn.process", "_CountHistogram.add_input"),
+    "missing-mention labels": ("CandidatesForEntityFn.join", "LabelArticleFn.process"),
+    "tokenise and cut windows": ("ChunkWindowsFn.process",),
+    "write Parquet shards": ("_WriteSortedFileFn.process",),
+    "entity descriptions": ("describe_entity",),
+}
 
-def measure(cmd: list[str]) -> dict:
-    out = subprocess.run([sys.executable, "-c", _MEASURE, *cmd], capture_output=True, text=True, check=True, cwd=REPO)
+
+def measure(cmd: list[str], cwd: Path = REPO) -> dict:
+    out = subprocess.run([sys.executable, "-c", _MEASURE, *cmd], capture_output=True, text=True, check=True, cwd=cwd)
     result = json.loads(out.stdout.strip().splitlines()[-1])
     if result["rc"] != 0:
         raise RuntimeError(f"{cmd[:4]}... exited {result['rc']}")
     return result
 
 
+JOB_FLAGS = ("--keep_red_links", "true", "--direct_num_workers", "1", "--progress_every_s", "600")
+
+
 def run_job(dump: Path, out_dir: str) -> dict:
     return measure([sys.executable, "-m", "pipelines.wiki_mentions", "--input", str(dump), "--output", out_dir,
-                    "--num_shards", "2", "--keep_red_links", "true", "--direct_num_workers", "1"])
+                    *JOB_FLAGS])
 
 
 def run_extraction(dump: Path) -> dict:
-    code = f"import sys; sys.path.insert(0, {str(REPO / 'benchmarks')!r}); import bench_extract, pathlib; bench_extract.time_ours_with_reading(pathlib.Path({str(dump)!r}))"
+    code = (f"import sys; sys.path.insert(0, {str(REPO / 'benchmarks')!r}); import bench_extract, pathlib; "
+            f"bench_extract.time_ours_with_reading(pathlib.Path({str(dump)!r}))")
     return measure([sys.executable, "-c", code])
 
 
@@ -59,57 +89,112 @@ def run_wikiextractor(dump: Path) -> dict:
                         "-o", out, str(dump)])
 
 
+def profile_stages(dump: Path, out_dir: str) -> dict:
+    """CPU share of each stage in one profiled run of the job (one process: the DirectRunner in-process)."""
+    prof = Path(out_dir) / "job.prof"
+    subprocess.run([sys.executable, "-m", "cProfile", "-o", str(prof), "-m", "pipelines.wiki_mentions",
+                    "--input", str(dump), "--output", str(Path(out_dir) / "out"), *JOB_FLAGS,
+                    "--direct_running_mode", "in_memory"],
+                   check=True, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    stats = pstats.Stats(str(prof))
+    total = stats.total_tt
+    cumulative: dict[str, float] = {}
+    for (filename, _line, name), (_cc, _nc, _tt, ct, _callers) in stats.stats.items():
+        if "/pipelines/" not in filename and "/benchmarks/" not in filename:
+            continue
+        qual = name
+        for stage, functions in STAGES.items():
+            for fn in functions:
+                cls, _, meth = fn.rpartition(".")
+                if meth == qual and (not cls or _defines(filename, cls)):
+                    cumulative[stage] = cumulative.get(stage, 0.0) + ct
+    shares = {stage: round(seconds / total, 4) for stage, seconds in cumulative.items()}
+    shares["Beam machinery (coders, shuffles, per-element calls) and start-up"] = round(
+        1 - sum(shares.values()), 4)
+    return {"profiled_seconds": round(total, 1), "shares": shares}
+
+
+def _defines(filename: str, cls: str) -> bool:
+    try:
+        return f"class {cls}" in Path(filename).read_text(encoding="utf-8")
+    except OSError:
+        return False
+
+
+def median_of(runs: list[dict], key: str) -> float:
+    return statistics.median(r[key] for r in runs)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dump", type=Path, default=Path(os.environ.get("BENCH_DUMP", DEFAULT_DUMP)))
+    parser.add_argument("--sizes", default="2,8", help="replication factors, small and large")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--profile", action="store_true", help="add a per-stage breakdown (cProfile) of the large size")
     parser.add_argument("--json", type=Path, help="write the results here")
     args = parser.parse_args(argv)
     if not args.dump.exists():
         print(f"no dump at {args.dump}", file=sys.stderr)
         return 2
-    site, articles = bench_extract.read_articles(args.dump)
-    n_articles = len(articles)
-    samples: dict[str, list[dict]] = {"job": [], "extraction": [], "wikiextractor": []}
+    small, large = (int(s) for s in args.sizes.split(","))
     problem = bench_extract.wikiextractor_problem()
+    contenders = {"job": run_job, "extraction": run_extraction}
+    if problem is None:
+        contenders["wikiextractor"] = run_wikiextractor
+    else:
+        print(f"wikiextractor does not run here: {problem}", file=sys.stderr)
+    samples: dict[tuple[str, int], list[dict]] = {(c, s): [] for c in contenders for s in (small, large)}
+    pages: dict[int, int] = {}
     with tempfile.TemporaryDirectory() as tmp:
+        dumps = {}
+        for size in (small, large):
+            dumps[size] = Path(tmp) / f"x{size}.xml.bz2"
+            pages[size] = replicate_dump(str(args.dump), str(dumps[size]), size)["pages"]
         for i in range(args.repeat):
-            samples["job"].append(run_job(args.dump, os.path.join(tmp, f"out{i}")))
-            samples["extraction"].append(run_extraction(args.dump))
-            if problem is None:
-                samples["wikiextractor"].append(run_wikiextractor(args.dump))
+            for size in (small, large):
+                for name, run in contenders.items():
+                    if name == "job":
+                        samples[(name, size)].append(run(dumps[size], os.path.join(tmp, f"out-{size}-{i}")))
+                    else:
+                        samples[(name, size)].append(run(dumps[size]))
             print(f"round {i + 1}/{args.repeat} done", file=sys.stderr, flush=True)
-        stats = json.loads(Path(tmp, "out0", "stats.json").read_text())["counters"]
-    pages = stats["pages_read"]
-    results = {}
-    for name, runs in samples.items():
-        if not runs:
-            continue
-        cpu = statistics.median(r["cpu"] for r in runs)
+        breakdown = profile_stages(dumps[large], tmp) if args.profile else None
+        counters = json.loads(Path(tmp, f"out-{large}-0", "stats.json").read_text())["counters"]
+    results: dict[str, dict] = {}
+    for name in contenders:
+        cpu_small, cpu_large = median_of(samples[(name, small)], "cpu"), median_of(samples[(name, large)], "cpu")
         results[name] = {
-            "wall_s": statistics.median(r["wall"] for r in runs),
-            "cpu_s": cpu,
-            "pages_per_cpu_s": pages / cpu,
-            "articles_per_cpu_s": n_articles / cpu,
-            "peak_rss_mib": statistics.median(r["peak_kib"] for r in runs) / 1024,
+            f"cpu_s_x{small}": round(cpu_small, 2),
+            f"cpu_s_x{large}": round(cpu_large, 2),
+            "marginal_cpu_ms_per_page": round(1000 * (cpu_large - cpu_small) / (pages[large] - pages[small]), 3),
+            f"peak_rss_mib_x{small}": round(median_of(samples[(name, small)], "peak_kib") / 1024, 1),
+            f"peak_rss_mib_x{large}": round(median_of(samples[(name, large)], "peak_kib") / 1024, 1),
         }
-    print(f"\n{args.dump.name}: {pages} pages, {n_articles} articles; medians of {args.repeat} (per core = per CPU second)")
-    print(f"{'contender':<15}{'wall s':>9}{'cpu s':>9}{'pages/s/core':>14}{'articles/s/core':>17}{'peak MiB':>10}")
-    for name, r in results.items():
-        print(f"{name:<15}{r['wall_s']:>9.2f}{r['cpu_s']:>9.2f}{r['pages_per_cpu_s']:>14.1f}{r['articles_per_cpu_s']:>17.1f}{r['peak_rss_mib']:>10.0f}")
     ratios = {}
     if "wikiextractor" in results:
+        base = results["wikiextractor"]["marginal_cpu_ms_per_page"]
         for name in ("job", "extraction"):
-            ratios[f"{name}_vs_wikiextractor_speed"] = results[name]["articles_per_cpu_s"] / results["wikiextractor"]["articles_per_cpu_s"]
-    else:
-        print(f"wikiextractor did not run: {problem}")
-    ratios["job_vs_extraction_speed"] = results["job"]["articles_per_cpu_s"] / results["extraction"]["articles_per_cpu_s"]
-    ratios["job_vs_extraction_peak_memory"] = results["job"]["peak_rss_mib"] / results["extraction"]["peak_rss_mib"]
+            ratios[f"{name}_cpu_per_page_vs_wikiextractor"] = round(results[name]["marginal_cpu_ms_per_page"] / base, 3)
+    ratios["job_cpu_per_page_vs_extraction"] = round(
+        results["job"]["marginal_cpu_ms_per_page"] / results["extraction"]["marginal_cpu_ms_per_page"], 3)
+    print(f"\n{args.dump.name} x{small} ({pages[small]} pages) and x{large} ({pages[large]} pages); "
+          f"medians of {args.repeat}; marginal CPU per page = CPU difference / page difference")
+    print(f"{'contender':<15}{'ms/page':>10}{'peak MiB x' + str(small):>17}{'peak MiB x' + str(large):>17}")
+    for name, r in results.items():
+        print(f"{name:<15}{r['marginal_cpu_ms_per_page']:>10.2f}{r[f'peak_rss_mib_x{small}']:>17.0f}"
+              f"{r[f'peak_rss_mib_x{large}']:>17.0f}")
     for k, v in ratios.items():
-        print(f"  {k:<36} x{v:.2f}")
+        print(f"  {k:<45} x{v:.2f}")
+    if breakdown:
+        print(f"job stages on x{large} (cProfile, {breakdown['profiled_seconds']} s profiled):")
+        for stage, share in sorted(breakdown["shares"].items(), key=lambda kv: -kv[1]):
+            print(f"  {stage:<70} {share:>6.1%}")
     if args.json:
-        args.json.write_text(json.dumps({"dump": str(args.dump), "pages": pages, "articles": n_articles,
-                                         "results": results, "ratios": ratios}, indent=2))
+        args.json.write_text(json.dumps({
+            "dump": str(args.dump), "sizes": [small, large], "pages": pages, "repeat": args.repeat,
+            "results": results, "ratios": ratios, "stage_breakdown": breakdown,
+            "job_volume": {k: v for k, v in counters.items() if k.startswith(("volume/", "largest_group/"))},
+        }, indent=2) + "\n")
     return 0
 
 

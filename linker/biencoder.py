@@ -251,7 +251,8 @@ def load_biencoder(model_dir: str, vocab: str | None = None) -> LoadedBiEncoder:
         raise ValueError(f"{weights}: expected keys context_encoder.bert_model.* and cand_encoder.bert_model.*")
     vocab_path = resolve_vocab(model_dir, vocab)
     tokenizer = load_wordpiece(vocab_path, params.lowercase)
-    inputs = BlinkInputs(tokenizer, params.max_context_length, params.max_cand_length, params.max_seq_length)
+    inputs = BlinkInputs(tokenizer, params.max_context_length, params.max_cand_length, params.max_seq_length,
+                         lowercase=params.lowercase)
     model = BiEncoder(bert_from_state_dict(context_state, params.num_attention_heads),
                       bert_from_state_dict(cand_state, params.num_attention_heads), pad_id=inputs.special.pad)
     leftover = sorted(k for k in state if not k.startswith(("context_encoder.bert_model.", "cand_encoder.bert_model.")))

@@ -120,6 +120,7 @@ class AliasCandidate:
     entity_id: int
     prior: float  # p(entity | alias) over hyperlinks, case variants merged; 0 for title/redirect-only
     count: int
+    is_name: bool = False  # the alias is a title or a redirect of the entity
 
 
 @dataclass(slots=True)
@@ -130,6 +131,12 @@ class AliasIndex:
 
     def lookup(self, surface: str) -> tuple[AliasCandidate, ...]:
         return self.candidates.get(alias_key(surface), ())
+
+    def lookup_key(self, key: str) -> tuple[AliasCandidate, ...]:
+        return self.candidates.get(key, ())
+
+    def has_key(self, key: str) -> bool:
+        return key in self.candidates
 
     def __contains__(self, surface: str) -> bool:
         return alias_key(surface) in self.candidates
@@ -146,17 +153,22 @@ def merge_alias_rows(rows, id_of_title: dict[str, int], min_count: int = 0,
     an entity reached only by ``count < min_count`` hyperlinks and by no title
     or redirect is dropped too (noisy anchors)."""
     counts: dict[str, dict[int, int]] = defaultdict(dict)
+    names: set[tuple[str, int]] = set()
     for alias, entity, count, sources in rows:
         entity_id = id_of_title.get(entity)
-        if entity_id is None or (count < min_count and sources == ["anchor"]):
+        if entity_id is None or (count < min_count and list(sources) == ["anchor"]):
             continue
-        per_entity = counts[alias_key(alias)]
+        key = alias_key(alias)
+        per_entity = counts[key]
         per_entity[entity_id] = per_entity.get(entity_id, 0) + int(count)
+        if "title" in sources or "redirect" in sources:
+            names.add((key, entity_id))
     candidates: dict[str, tuple[AliasCandidate, ...]] = {}
     for key, per_entity in counts.items():
         total = sum(per_entity.values())
         ranked = sorted(per_entity.items(), key=lambda kv: (-kv[1], kv[0]))[:max_candidates]
-        candidates[key] = tuple(AliasCandidate(e, (c / total) if total else 0.0, c) for e, c in ranked)
+        candidates[key] = tuple(AliasCandidate(e, (c / total) if total else 0.0, c, (key, e) in names)
+                                for e, c in ranked)
     return AliasIndex(candidates)
 
 

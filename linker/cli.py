@@ -1,17 +1,29 @@
 """The linker's command line.
 
     python -m linker.cli vocab    --corpus OUT --output vocab.txt [--size 8000]
-    python -m linker.cli index    --model DIR --corpus OUT [--index.kind hnsw] [--rebuild true]
+    python -m linker.cli index    --model DIR --corpus OUT [--kb blink:KB_DIR] [--index.kind hnsw] [--rebuild true]
     python -m linker.cli link     --model DIR --corpus OUT --text "Who founded the Halmar Guild?"
     python -m linker.cli link     --model DIR --corpus OUT --input data.jsonl [--text_field text] > linked.jsonl
+    python -m linker.cli link     --model MODELS --kb blink:MODELS --mentions test.jsonl [--fast] [--metrics m.json]
+    python -m linker.cli link     --model DIR --corpus OUT --interactive       (or: python -m linker.cli interactive ...)
     python -m linker.cli train    --corpus OUT --output DIR [--config configs/linker/train_tiny.yaml]   (linker.train)
     python -m linker.cli evaluate --model DIR --corpus OUT [--split validation]                         (linker.evaluate)
 
-``index`` encodes every vocabulary entity once and saves the encodings (and the
-HNSW graph) for ``link`` and the Beam jobs; ``link`` here is for a handful of
-texts, ``beam run pipelines/link_mentions.py`` for data sets. Every LinkerConfig
-option (``--top_k``, ``--crossencoder``, ``--detector.language``, ``--index.kind``,
-...) is accepted; ``--config FILE.yaml`` sets many at once.
+``index`` prepares, once, everything ``link`` and the Beam jobs read: the
+knowledge base (the corpus's entities, or BLINK's ``entity.jsonl`` +
+``all_entities_large.t7`` with ``--kb blink:DIR``), the entity encodings and
+search index, the alias candidate index and the combination of model and
+alias prior fitted on the corpus's validation hyperlinks. ``link`` is for a
+handful of texts or a file of BLINK mention records (``--mentions``, BLINK's
+``--test_mentions``: ``context_left``, ``mention``, ``context_right``,
+optional ``label_id``/``label_title``): it writes each mention's bi-encoder
+top-k (and cross-encoder re-ranking; not with ``--fast``) with raw scores, as
+BLINK's ``main_dense`` reports them, plus the linker's choice, and BLINK's
+accuracy and recall@k when labels are given. ``--interactive`` reads lines of
+text from the terminal and prints the linked mentions. ``beam run
+pipelines/link_mentions.py`` links data sets. Every LinkerConfig option
+(``--top_k``, ``--crossencoder``, ``--threshold``, ``--detector.language``,
+``--index.kind``, ...) is accepted; ``--config FILE.yaml`` sets many at once.
 """
 from __future__ import annotations
 
@@ -23,10 +35,28 @@ import sys
 
 from pipelines.config import parse_config
 
+BARE_FLAGS = ("--fast", "--interactive", "--rebuild")  # BLINK's switches, accepted without a value
+
+
+def expand_bare_flags(argv: list[str]) -> list[str]:
+    """``--fast`` -> ``--fast true`` when no value follows (BLINK's command lines); ``-i`` -> ``--interactive``."""
+    out = []
+    for i, arg in enumerate(argv):
+        arg = "--interactive" if arg == "-i" else arg
+        out.append(arg)
+        following = argv[i + 1] if i + 1 < len(argv) else None
+        if arg in BARE_FLAGS and (following is None or following.startswith("-")):
+            out.append("true")
+    return out
+
 
 def _split_extra(argv: list[str], extra: argparse.ArgumentParser):
-    known, rest = extra.parse_known_args(argv)
+    known, rest = extra.parse_known_args(expand_bare_flags(argv))
     return known, rest
+
+
+def _true(text: str) -> bool:
+    return str(text).lower() in ("1", "true", "yes", "on")
 
 
 def linker_config(argv: list[str], prog: str):
@@ -38,8 +68,8 @@ def linker_config(argv: list[str], prog: str):
 
 
 def cmd_vocab(argv: list[str]) -> int:
-    from linker.corpus_data import iter_examples
     from linker.catalogue import read_catalogue
+    from linker.corpus_data import iter_examples
     from linker.wordpiece import build_vocab
 
     parser = argparse.ArgumentParser(prog="linker.cli vocab", description="build a WordPiece vocab.txt from a corpus")
@@ -57,26 +87,91 @@ def cmd_vocab(argv: list[str]) -> int:
 
 
 def cmd_index(argv: list[str]) -> int:
-    from linker.index import choose_kind, load_encodings, open_index
-    from linker.link import prepare_encodings
+    from linker.index import choose_kind
+    from linker.link import Linker
 
     extra = argparse.ArgumentParser(add_help=False)
-    extra.add_argument("--rebuild", default="false", help="recompute the encodings even when up to date")
+    extra.add_argument("--rebuild", default="false", help="rebuild everything even when up to date")
     known, rest = _split_extra(argv, extra)
     config, rest = linker_config(rest, "linker.cli index")
     if rest:
         raise ValueError(f"unknown option(s): {' '.join(rest)}")
-    folder = prepare_encodings(config, rebuild=known.rebuild.lower() in ("1", "true", "yes"))
-    encodings, _ = load_encodings(folder)
-    index = open_index(folder, encodings, config.index)  # builds and saves the HNSW graph when chosen
-    print(json.dumps({"encodings": folder, "entities": int(encodings.shape[0]), "dim": int(encodings.shape[1]),
-                      "index": index.kind, "auto_would_pick": choose_kind(config.index, len(encodings))}))
+    linker = Linker(config, build_encodings=True, rebuild=_true(known.rebuild))
+    kb = linker.kb
+    print(json.dumps({
+        "encodings": linker.folder, "kb": kb.kind, "entities": len(kb), "dim": int(linker.encodings.shape[1]),
+        "index": linker.index.kind, "auto_would_pick": choose_kind(config.index, len(kb),
+                                                                   kb.meta.get("faiss") if kb.kind == "blink" else None),
+        "mapping": kb.meta.get("mapping"),
+        "aliases": linker.aliases.meta["report"] if linker.aliases is not None else None,
+        "combiner": {"mode": linker.combiner.mode, "fitted": linker.combiner.fitted,
+                     "weights": linker.combiner.weights, **linker.combiner.report},
+    }))
     return 0
 
 
-def linked_record(text: str, mentions) -> list[dict]:
+def linked_record(linker, mentions) -> list[dict]:
     return [{"char_start": m.start, "char_end": m.end, "surface": m.surface, "entity_id": m.entity_id,
-             "entity": m.entity, "score": round(m.score, 6), "source": "blink"} for m in mentions]
+             "entity": m.entity, "score": round(m.score, 6), "source": "blink",
+             **({"wikipedia_id": m.wikipedia_id, "url": linker.kb.url(m.kb_row)} if m.wikipedia_id >= 0 else {})}
+            for m in mentions if linker.accepted(m)]
+
+
+def link_mention_records(linker, path: str, out, metrics_path: str = "") -> dict:
+    """BLINK's test-mention mode: one output line per mention record, then the metrics."""
+    from linker.blink_io import blink_metrics, gold_row, read_mention_records, result_record, spans_of
+
+    records, bad = read_mention_records(path)
+    for problem in bad:
+        print(f"linker.cli link: {path}:{problem['line']}: skipped ({problem['reason']})", file=sys.stderr)
+    results = linker.rank_contexts([r.context for r in records], spans_of(records, linker))
+    golds = [gold_row(r.record, linker.kb) for r in records]
+    for record, result, gold in zip(records, results, golds):
+        out.write(json.dumps(result_record(record, result, linker, gold), ensure_ascii=False) + "\n")
+    metrics = {**blink_metrics(results, golds, linker.config.top_k, linker.config.rerank_top_k),
+               "skipped_lines": len(bad)}
+    print(json.dumps(metrics), file=sys.stderr)
+    if metrics_path:
+        with open(metrics_path, "w", encoding="utf-8") as fh:
+            json.dump(metrics, fh, indent=2)
+    return metrics
+
+
+def show_linked(text: str, mentions, linker) -> str:
+    """The text with each linked mention marked, then one line per mention (interactive mode)."""
+    accepted = [m for m in mentions if linker.accepted(m)]
+    marked, at = [], 0
+    for m in accepted:
+        marked += [text[at:m.start], f"[{text[m.start:m.end]}]"]
+        at = m.end
+    lines = ["".join(marked + [text[at:]])]
+    for m in mentions:
+        url = linker.kb.url(m.kb_row)
+        status = "" if linker.accepted(m) else f"   (below --threshold {linker.config.threshold})"
+        lines.append(f"  {m.surface} -> {m.entity}   id={m.entity_id}  score={m.score:.3f}"
+                     f"{'  ' + url if url else ''}{status}")
+    if not mentions:
+        lines.append("  (no mention found)")
+    return "\n".join(lines)
+
+
+def interactive(linker, stdin=None, out=None) -> int:
+    stdin, out = stdin or sys.stdin, out or sys.stdout
+    if linker.aliases is None and not linker.detector.has_ner:
+        raise ValueError("interactive mode needs a mention detector: give --corpus (its alias table) "
+                         "or install a trained spaCy pipeline (see the README)")
+    prompt = stdin.isatty()
+    while True:
+        if prompt:
+            out.write("insert text: ")
+            out.flush()
+        line = stdin.readline()
+        if not line:
+            return 0
+        text = line.rstrip("\n")
+        if text.strip():
+            out.write(show_linked(text, linker.link_text(text), linker) + "\n")
+            out.flush()
 
 
 def cmd_link(argv: list[str]) -> int:
@@ -84,31 +179,49 @@ def cmd_link(argv: list[str]) -> int:
 
     extra = argparse.ArgumentParser(add_help=False)
     extra.add_argument("--text", action="append", default=[], help="a text to link (repeatable)")
-    extra.add_argument("--input", default="", help="JSONL file of records")
+    extra.add_argument("--input", default="", help="JSONL file of records with a text")
     extra.add_argument("--text_field", default="text", help="field of a record holding its text")
+    extra.add_argument("--mentions", "--test_mentions", dest="mentions", default="",
+                       help="JSONL file of BLINK mention records (context_left, mention, context_right[, label_id])")
+    extra.add_argument("--metrics", default="", help="with --mentions: write BLINK's metrics to this JSON file")
+    extra.add_argument("--interactive", default="false", help="read lines of text from stdin, print the linked mentions")
+    extra.add_argument("--output", default="", help="write the JSONL output here instead of stdout")
     known, rest = _split_extra(argv, extra)
     config, rest = linker_config(rest, "linker.cli link")
     if rest:
         raise ValueError(f"unknown option(s): {' '.join(rest)}")
-    if not known.text and not known.input:
-        raise ValueError("give --text or --input")
+    if not (known.text or known.input or known.mentions or _true(known.interactive)):
+        raise ValueError("give --text, --input, --mentions or --interactive")
     linker = Linker(config)
-    records = [{known.text_field: t} for t in known.text]
-    if known.input:
-        with open(known.input, encoding="utf-8") as fh:
-            records += [json.loads(line) for line in fh if line.strip()]
-    for record in records:
-        text = record.get(known.text_field) or ""
-        record["mentions"] = linked_record(text, linker.link_text(text))
-        print(json.dumps(record, ensure_ascii=False))
+    if _true(known.interactive):
+        return interactive(linker)
+    out = open(known.output, "w", encoding="utf-8") if known.output else sys.stdout
+    try:
+        if known.mentions:
+            link_mention_records(linker, known.mentions, out, known.metrics)
+        records = [{known.text_field: t} for t in known.text]
+        if known.input:
+            with open(known.input, encoding="utf-8") as fh:
+                records += [json.loads(line) for line in fh if line.strip()]
+        for record in records:
+            text = record.get(known.text_field) or ""
+            record["mentions"] = linked_record(linker, linker.link_text(text))
+            out.write(json.dumps(record, ensure_ascii=False) + "\n")
+    finally:
+        if out is not sys.stdout:
+            out.close()
     return 0
+
+
+def cmd_interactive(argv: list[str]) -> int:
+    return cmd_link([*argv, "--interactive", "true"])
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(level=os.environ.get("LOGLEVEL", "INFO"), format="%(asctime)s %(levelname)s %(name)s: %(message)s",
                         stream=sys.stderr)
-    commands = {"vocab": cmd_vocab, "index": cmd_index, "link": cmd_link}
+    commands = {"vocab": cmd_vocab, "index": cmd_index, "link": cmd_link, "interactive": cmd_interactive}
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in (*commands, "train", "evaluate"):
         print(__doc__, file=sys.stderr)
         return 0 if argv and argv[0] in ("-h", "--help") else 2
@@ -119,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv[0] == "evaluate":
         from linker.evaluate import main as evaluate_main
 
-        return evaluate_main(argv[1:])
+        return evaluate_main(expand_bare_flags(argv[1:]))
     try:
         return commands[argv[0]](argv[1:])
     except (ValueError, FileNotFoundError) as exc:

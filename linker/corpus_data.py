@@ -111,3 +111,17 @@ def shuffled(items: Iterable, buffer_size: int, seed: int) -> Iterator:
         buffer[i] = item
     rng.shuffle(buffer)
     yield from buffer
+
+
+def examples_with_fallback(corpus_dir: str, split: str = "validation", fallback: str = "train",
+                           sources: Sequence[str] = (HYPERLINK,), limit: int = 0) -> tuple[str, list[MentionExample]]:
+    """(the split used, its examples): ``split``'s, or ``fallback``'s when ``split`` has none (a
+    small dump whose validation pages hold no hyperlink)."""
+    for name in (split, fallback):
+        try:
+            examples = list(iter_examples(corpus_dir, name, sources, limit=limit))
+        except FileNotFoundError:
+            examples = []
+        if examples or name == fallback:
+            return name, examples
+    return fallback, []

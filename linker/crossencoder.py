@@ -28,7 +28,7 @@ from linker.biencoder import (
     sub_state_dict,
     trim_padding,
 )
-from linker.inputs import BlinkInputs, cross_ids, to_bert_input
+from linker.inputs import CROSS_ENCODER_SPECIAL_TOKENS, BlinkInputs, cross_ids, to_bert_input
 from linker.wordpiece import load_wordpiece
 
 
@@ -86,7 +86,8 @@ def load_crossencoder(model_dir: str, vocab: str | None = None) -> LoadedCrossEn
         raise ValueError(f"{weights}: unexpected keys {leftover[:6]}")
     vocab_path = resolve_vocab(model_dir, vocab)
     tokenizer = load_wordpiece(vocab_path, params.lowercase)
-    inputs = BlinkInputs(tokenizer, params.max_context_length, params.max_cand_length, params.max_seq_length)
+    inputs = BlinkInputs(tokenizer, params.max_context_length, params.max_cand_length, params.max_seq_length,
+                         literal_specials=CROSS_ENCODER_SPECIAL_TOKENS, lowercase=params.lowercase)
     bert = bert_from_state_dict(bert_state, params.num_attention_heads)
     check_vocab_fits(len(tokenizer), bert.config.vocab_size, vocab_path)
     model = CrossEncoder(bert, pad_id=inputs.special.pad, context_length=params.max_context_length,

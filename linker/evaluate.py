@@ -1,13 +1,27 @@
-"""Accuracy@1 and recall@k of the bi-encoder on a corpus split, beside the alias-prior baseline.
+"""Accuracy@1 and recall@k of the linker on a corpus split, system by system, beside the alias prior.
 
     python -m linker.evaluate --model DIR --corpus OUT [--split validation] [--limit 5000] [--json out.json]
+    python -m linker.cli evaluate ...        (the same; every linker option is accepted: --kb, --fast, ...)
 
-The baseline ranks the alias table's entities for the anchor text by hyperlink
-count (the most frequent entity first: p(entity | alias)). The alias table is
-built from every hyperlink of the corpus, validation pages included, so the
-baseline has seen the validation anchors: an optimistic reference. Mentions
-whose gold entity is outside the vocabulary are not counted (they cannot be
-linked by either).
+On the split's hyperlinks (the anchor text is the mention, its target the
+gold entity), four rankings are measured:
+
+* ``biencoder``: BLINK's bi-encoder top-k from the knowledge base;
+* ``crossencoder``: that top-k re-ranked by the cross-encoder (when the model
+  folder has one and ``--fast`` is not given);
+* ``linker``: the linker's final ranking, the model's scores combined with the
+  alias prior (:mod:`linker.combine`; fitted on the validation hyperlinks);
+* ``alias_prior``: the alias table's entities for the anchor text, most linked
+  first (p(entity | alias)), the prior-only baseline.
+
+The alias table is built from every hyperlink of the corpus, validation pages
+included, so the baseline has seen the validation anchors (an optimistic
+reference), and the combination is fitted on the validation hyperlinks: the
+report also gives the combination's 2-fold cross-fitted accuracy (fitted on
+one half, measured on the other). Mentions whose gold entity is outside the
+knowledge base are not counted (none of the systems can link them). A corpus
+whose validation pages hold no hyperlink (a dump of a few pages) is measured,
+and the combination fitted, on its train split instead; ``split`` says which.
 """
 from __future__ import annotations
 
@@ -20,7 +34,7 @@ from typing import Sequence
 
 from linker.catalogue import AliasIndex, EntityCatalogue
 from linker.corpus_data import HYPERLINK, MentionExample
-from linker.index import ExactIndex, IndexConfig
+from linker.index import ExactIndex
 
 DEFAULT_KS = (1, 5, 10, 100)
 
@@ -73,38 +87,68 @@ def evaluate_biencoder(loaded, catalogue: EntityCatalogue, aliases: AliasIndex, 
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    from linker.biencoder import load_biencoder
+def evaluate_linker(linker, examples: Sequence[MentionExample], ks: Sequence[int] = DEFAULT_KS,
+                    aliases: AliasIndex | None = None) -> dict:
+    """The four systems of the module doc on ``examples`` (gold spans); ``aliases``: the prior-only
+    baseline's table (default: the corpus's whole alias table)."""
     from linker.catalogue import read_alias_index, read_catalogue
-    from linker.corpus_data import iter_examples
-    from linker.index import load_encodings, open_index
-    from linker.link import LinkerConfig, prepare_encodings
 
-    parser = argparse.ArgumentParser(prog="linker.evaluate", description=__doc__.splitlines()[0])
-    parser.add_argument("--model", required=True, help="model folder (biencoder*.bin, vocab.txt)")
-    parser.add_argument("--corpus", required=True, help="corpus output folder")
-    parser.add_argument("--vocab", default="", help="vocab.txt when not in the model folder")
-    parser.add_argument("--encodings", default="", help="saved entity encodings folder (default: MODEL/entity_encodings/<corpus>)")
-    parser.add_argument("--split", default="validation", help="passages split: validation or train")
-    parser.add_argument("--sources", default=HYPERLINK, help="comma-separated mention sources counted as gold")
-    parser.add_argument("--limit", type=int, default=0, help="mentions evaluated (0: all)")
-    parser.add_argument("--index", default="exact", help="exact, hnsw or auto")
-    parser.add_argument("--ks", default=",".join(map(str, DEFAULT_KS)), help="recall@k cut-offs")
-    parser.add_argument("--json", default="", help="also write the metrics to this file")
-    args = parser.parse_args(argv)
+    kb = linker.kb
+    examples = [ex for ex in examples if kb.row_of_entity_id(ex.entity_id) >= 0]
+    ks = sorted(set(ks) | {1})
+    if aliases is None:
+        aliases = read_alias_index(linker.config.corpus, read_catalogue(linker.config.corpus).id_of_title())
+    results = linker.rank_examples(examples)
+    gold = [ex.entity_id for ex in examples]
+    entity_ids = kb.entity_ids
+
+    def ids(rows):
+        return [int(entity_ids[r]) for r in rows]
+
+    out = {
+        "entities": len(kb), "mentions": len(examples), "chance@1": 1.0 / max(1, len(kb)),
+        "biencoder": rank_metrics([ids(r.retrieved_rows) for r in results], gold, ks),
+    }
+    if linker.crossencoder is not None:
+        reranked = [r.crossencoder_ranking(linker.config.rerank_top_k) for r in results]
+        out["crossencoder"] = rank_metrics([ids(x[0]) for x in reranked], gold, ks)
+    out["linker"] = {**rank_metrics([[int(r.candidates.entity_ids[i]) for i in r.order] for r in results], gold, ks),
+                     "combiner": linker.combiner.mode, "fitted": linker.combiner.fitted}
+    alias_ranked = [alias_prior_ranking(aliases, ex.surface) for ex in examples]
+    out["alias_prior"] = {**rank_metrics(alias_ranked, gold, ks),
+                          "no_candidates": sum(not r for r in alias_ranked) / max(1, len(examples))}
+    out["combiner"] = linker.combiner.report
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    from linker.corpus_data import examples_with_fallback
+    from linker.link import Linker, LinkerConfig
+    from pipelines.config import parse_config
+
+    extra = argparse.ArgumentParser(prog="linker.evaluate", add_help=False)
+    extra.add_argument("--split", default="validation", help="passages split: validation or train (train when validation has no hyperlink)")
+    extra.add_argument("--sources", default=HYPERLINK, help="comma-separated mention sources counted as gold")
+    extra.add_argument("--limit", type=int, default=0, help="mentions evaluated (0: all)")
+    extra.add_argument("--ks", default=",".join(map(str, DEFAULT_KS)), help="recall@k cut-offs")
+    extra.add_argument("--json", default="", help="also write the metrics to this file")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-
-    loaded = load_biencoder(args.model, args.vocab or None)
-    catalogue = read_catalogue(args.corpus)
-    aliases = read_alias_index(args.corpus, catalogue.id_of_title())
-    config = LinkerConfig(model=args.model, corpus=args.corpus, vocab=args.vocab, encodings=args.encodings,
-                          index=IndexConfig(kind=args.index))
-    folder = prepare_encodings(config, loaded, catalogue)
-    encodings, _ = load_encodings(folder)
-    index = open_index(folder, encodings, config.index)
-    examples = list(iter_examples(args.corpus, args.split, tuple(args.sources.split(",")), limit=args.limit))
-    metrics = evaluate_biencoder(loaded, catalogue, aliases, examples, [int(k) for k in args.ks.split(",")], index)
-    metrics.update(split=args.split, index=index.kind, model=args.model, corpus=args.corpus)
+    try:
+        args, rest = extra.parse_known_args(list(sys.argv[1:] if argv is None else argv))
+        config, rest = parse_config(LinkerConfig, rest, prog="linker.evaluate", description=__doc__.splitlines()[0])
+        if rest:
+            raise ValueError(f"unknown option(s): {' '.join(rest)}")
+        config.validate()
+        if not config.corpus:
+            raise ValueError("--corpus is required: the mentions are its hyperlinks")
+    except ValueError as exc:
+        print(f"linker.evaluate: error: {exc}", file=sys.stderr)
+        return 2
+    linker = Linker(config)
+    split, examples = examples_with_fallback(config.corpus, args.split, "train", tuple(args.sources.split(",")),
+                                             limit=args.limit)
+    metrics = evaluate_linker(linker, examples, [int(k) for k in args.ks.split(",")])
+    metrics.update(split=split, index=linker.index.kind, model=config.model, corpus=config.corpus, kb=config.kb or "corpus")
     text = json.dumps(metrics, indent=2)
     print(text)
     if args.json:

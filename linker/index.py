@@ -37,7 +37,7 @@ META_FILE = "meta.json"
 
 @dataclass(frozen=True, slots=True)
 class IndexConfig:
-    kind: str = field(default="auto", metadata={"help": "exact, hnsw, or auto: hnsw from hnsw_min_entities entities on (when faiss is installed)"})
+    kind: str = field(default="auto", metadata={"help": "exact, hnsw, blink_hnsw, blink_flat (BLINK's FAISS files of --kb blink:DIR), or auto: BLINK's HNSW/flat file when the KB has one, else hnsw from hnsw_min_entities entities on (when faiss is installed)"})
     chunk_rows: int = field(default=65536, metadata={"help": "entity rows per block of exact search (memory: queries x chunk_rows floats)"})
     hnsw_min_entities: int = field(default=500_000, metadata={"help": "auto picks hnsw from this many entities on"})
     hnsw_m: int = field(default=32, metadata={"help": "HNSW graph degree (BLINK: 128; 32 builds faster for a small recall loss)"})
@@ -120,8 +120,20 @@ class HNSWIndex:
         return cls(index, encodings, config.hnsw_ef_search)
 
     @classmethod
-    def load(cls, path: str, encodings: np.ndarray, ef_search: int) -> "HNSWIndex":
-        return cls(import_faiss().read_index(path), encodings, ef_search)
+    def load(cls, path: str, encodings: np.ndarray, ef_search: int, kind: str = "hnsw") -> "HNSWIndex":
+        index = cls(read_faiss_index(path), encodings, ef_search)
+        if index.index.d != encodings.shape[1] + 1:
+            raise ValueError(f"{path}: an HNSW index of dimension {index.index.d}, expected {encodings.shape[1]} + 1 "
+                             "(inner product turned into L2 with one extra coordinate)")
+        index.kind = kind
+        return index
+
+    def search_raw(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """FAISS's own answer, as BLINK's ``search_knn`` returns it: squared L2 distances in the
+        augmented space (smaller is better) and rows."""
+        queries = np.ascontiguousarray(queries, dtype=np.float32)
+        padded = np.hstack([queries, np.zeros((len(queries), 1), dtype=np.float32)])
+        return self.index.search(padded, min(k, len(self)))
 
     def save(self, path: str) -> None:
         faiss = import_faiss()
@@ -147,6 +159,40 @@ class HNSWIndex:
         return np.take_along_axis(scores, order, axis=1), np.take_along_axis(rows, order, axis=1)
 
 
+class FaissFlatIndex:
+    """BLINK's ``DenseFlatIndexer`` file (``faiss.IndexFlatIP``): exact inner products."""
+
+    kind = "blink_flat"
+
+    def __init__(self, index, dim: int) -> None:
+        if index.d != dim:
+            raise ValueError(f"the flat index has dimension {index.d}, the encodings {dim}")
+        self.index = index
+
+    @classmethod
+    def load(cls, path: str, dim: int) -> "FaissFlatIndex":
+        return cls(read_faiss_index(path), dim)
+
+    def __len__(self) -> int:
+        return self.index.ntotal
+
+    def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        scores, rows = self.index.search(np.ascontiguousarray(queries, dtype=np.float32), min(k, len(self)))
+        return scores.astype(np.float32), rows.astype(np.int64)
+
+    search_raw = search
+
+
+def read_faiss_index(path: str):
+    """A FAISS index file, its vectors memory-mapped where FAISS can (IO_FLAG_MMAP_IFC: flat codes)."""
+    faiss = import_faiss()
+    flag = getattr(faiss, "IO_FLAG_MMAP_IFC", 0)
+    try:
+        return faiss.read_index(path, flag)
+    except RuntimeError:
+        return faiss.read_index(path)
+
+
 def import_faiss():
     try:
         import faiss
@@ -163,11 +209,23 @@ def faiss_available() -> bool:
     return True
 
 
-def choose_kind(config: IndexConfig, n: int) -> str:
-    if config.kind in ("exact", "hnsw"):
+INDEX_KINDS = ("auto", "exact", "hnsw", "blink_hnsw", "blink_flat")
+
+
+def choose_kind(config: IndexConfig, n: int, blink_files: dict | None = None) -> str:
+    """The index to search: ``blink_files`` are the FAISS files of a BLINK KB (kind -> path)."""
+    blink_files = blink_files or {}
+    if config.kind not in INDEX_KINDS:
+        raise ValueError(f"unknown index kind {config.kind!r} ({', '.join(INDEX_KINDS)})")
+    if config.kind.startswith("blink_"):
+        if config.kind[len("blink_"):] not in blink_files:
+            raise FileNotFoundError(f"--index.kind {config.kind}: the BLINK KB has no {config.kind[6:]} FAISS file")
         return config.kind
     if config.kind != "auto":
-        raise ValueError(f"unknown index kind {config.kind!r} (exact, hnsw, auto)")
+        return config.kind
+    for kind in ("hnsw", "flat"):
+        if kind in blink_files and faiss_available():
+            return f"blink_{kind}"
     return "hnsw" if n >= config.hnsw_min_entities and faiss_available() else "exact"
 
 
@@ -242,17 +300,31 @@ def load_encodings(folder: str, mmap: bool = True) -> tuple[np.ndarray, np.ndarr
     return encodings, entity_ids
 
 
-def open_index(folder: str, encodings: np.ndarray, config: IndexConfig, save_built: bool = True):
-    """The search index over ``encodings``: exact, or HNSW (loaded from ``folder`` or built and saved)."""
-    kind = choose_kind(config, len(encodings))
+def open_index(folder: str, encodings: np.ndarray, config: IndexConfig, save_built: bool = True,
+               blink_files: dict | None = None, build: bool = True):
+    """The search index over ``encodings``: exact, BLINK's FAISS file, or HNSW (loaded from
+    ``folder``, or built and saved there when ``build``)."""
+    kind = choose_kind(config, len(encodings), blink_files)
     if kind == "exact":
         return ExactIndex(encodings, config.chunk_rows)
+    if kind == "blink_flat":
+        index = FaissFlatIndex.load(blink_files["flat"], encodings.shape[1])
+    elif kind == "blink_hnsw":
+        index = HNSWIndex.load(blink_files["hnsw"], encodings, config.hnsw_ef_search, kind="blink_hnsw")
+    else:
+        index = None
+    if index is not None:
+        if len(index) != len(encodings):
+            raise ValueError(f"BLINK's {kind[6:]} index holds {len(index)} vectors, the encodings {len(encodings)}")
+        return index
     path = os.path.join(folder, HNSW_FILE)
     if os.path.isfile(path):
         index = HNSWIndex.load(path, encodings, config.hnsw_ef_search)
         if len(index) == len(encodings):
             return index
         log.warning("%s holds %d vectors, not %d: rebuilding", path, len(index), len(encodings))
+    if not build:
+        raise FileNotFoundError(f"no HNSW index in {folder}: run `python -m linker.cli index` first")
     log.info("building an HNSW index over %d entities", len(encodings))
     index = HNSWIndex.build(encodings, config)
     if save_built:

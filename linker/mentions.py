@@ -7,8 +7,9 @@ Candidate spans come from two sources:
   nothing to download) whose text is an alias of a vocabulary entity
   (case-insensitively) and is not a stopword or too short;
 * named entities, when a trained spaCy pipeline is installed (``spacy_model``
-  names one, or ``"auto"`` finds ``{lang}_core_web_sm``); numeric entity types
-  (dates, amounts...) are left out.
+  names one, by package name or path; ``"auto"`` takes ``{lang}_core_web_sm``,
+  else any installed pipeline package of the text's language with an ``ner``
+  component); numeric entity types (dates, amounts...) are left out.
 
 Overlaps are resolved longest first (ties: a named entity, then leftmost), and
 spans overlapping ``blocked`` spans (mentions a text already has) are dropped.
@@ -34,7 +35,7 @@ NUMERIC_NER_LABELS = frozenset({"DATE", "TIME", "PERCENT", "MONEY", "QUANTITY", 
 @dataclass(frozen=True, slots=True)
 class DetectorConfig:
     language: str = field(default="en", metadata={"help": "language code of the text: spaCy's tokenizer rules and the stopword list"})
-    spacy_model: str = field(default="auto", metadata={"help": "trained spaCy pipeline for NER spans (name or path); 'auto': {lang}_core_web_sm when installed; 'none': tokenizer only"})
+    spacy_model: str = field(default="auto", metadata={"help": "trained spaCy pipeline for NER spans (package name or path); 'auto': {lang}_core_web_sm, else any installed pipeline of the language with NER; 'none': tokenizer only"})
     max_mention_tokens: int = field(default=8, metadata={"help": "longest alias span tried, in spaCy tokens"})
     min_alias_chars: int = field(default=3, metadata={"help": "shorter alias matches are not mentions (2 for zh/ja/ko/th)"})
     stopwords: str = field(default="", metadata={"help": "stopword list (see --labels.stopwords of the corpus job); '': 'en,<language>'"})
@@ -57,9 +58,7 @@ def load_spacy(config: DetectorConfig):
     language = SPACY_LANGUAGE.get(config.language, config.language.split("-")[0]) or "xx"
     name = config.spacy_model
     if name == "auto":
-        name = f"{language}_core_web_sm"
-        if not spacy.util.is_package(name):
-            name = "none"
+        name = find_installed_pipeline(language) or "none"
     if name and name != "none":
         return spacy.load(name, exclude=["lemmatizer"])  # an explicit model that is missing is an error
     try:
@@ -67,6 +66,24 @@ def load_spacy(config: DetectorConfig):
     except (ImportError, KeyError, ValueError) as err:  # an unknown code, or a tokenizer with extra deps (ja: sudachipy)
         log.warning("spaCy has no usable tokenizer for %r (%s): using the multi-language one", config.language, err)
         return spacy.blank("xx")
+
+
+def find_installed_pipeline(language: str) -> str | None:
+    """``{language}_core_web_sm`` if installed, else the first installed pipeline package (by name)
+    whose language is ``language`` and that has an ``ner`` component."""
+    import spacy
+
+    preferred = f"{language}_core_web_sm"
+    if spacy.util.is_package(preferred):
+        return preferred
+    for name in sorted(spacy.util.get_installed_models()):
+        try:
+            meta = spacy.util.get_model_meta(spacy.util.get_package_path(name))
+        except Exception:  # a broken package is not a pipeline to use
+            continue
+        if meta.get("lang") == language and "ner" in meta.get("pipeline", []):
+            return name
+    return None
 
 
 def resolve_overlaps(spans: Sequence[DetectedSpan], blocked: Sequence[tuple[int, int]] = ()) -> list[DetectedSpan]:
@@ -84,7 +101,7 @@ def resolve_overlaps(spans: Sequence[DetectedSpan], blocked: Sequence[tuple[int,
 class MentionDetector:
     """Finds mention spans in text with spaCy and the alias table."""
 
-    def __init__(self, aliases: AliasIndex, config: DetectorConfig | None = None) -> None:
+    def __init__(self, aliases: AliasIndex | None, config: DetectorConfig | None = None) -> None:
         from pipelines.corpus.stopwords import resolve_stopwords, stopword_spec_for_language
 
         self.aliases = aliases
@@ -96,9 +113,15 @@ class MentionDetector:
 
     def usable_alias(self, surface: str) -> bool:
         key = alias_key(surface)
-        return len(key) >= self.config.min_alias_chars and key not in self.stopwords and key in self.aliases.candidates
+        return (self.aliases is not None and len(key) >= self.config.min_alias_chars and key not in self.stopwords
+                and self.aliases.has_key(key))
+
+    def candidates_of(self, surface: str) -> tuple[AliasCandidate, ...]:
+        return self.aliases.lookup(surface) if self.aliases is not None else ()
 
     def alias_spans(self, text: str, doc) -> list[DetectedSpan]:
+        if self.aliases is None:
+            return []
         words = [(t.idx, t.idx + len(t.text)) for t in doc if not t.is_space]
         out = []
         for i, (start, _) in enumerate(words):
@@ -107,14 +130,15 @@ class MentionDetector:
             for j in range(i, min(len(words), i + self.config.max_mention_tokens)):
                 end = words[j][1]
                 surface = text[start:end]
-                if self.usable_alias(surface):
-                    out.append(DetectedSpan(start, end, surface, ALIAS, self.aliases.lookup(surface)))
+                key = alias_key(surface)
+                if len(key) >= self.config.min_alias_chars and key not in self.stopwords and self.aliases.has_key(key):
+                    out.append(DetectedSpan(start, end, surface, ALIAS, self.aliases.lookup_key(key)))
         return out
 
     def ner_spans(self, doc) -> list[DetectedSpan]:
         keep = set(self.config.ner_labels)
         return [
-            DetectedSpan(ent.start_char, ent.end_char, ent.text, NER, self.aliases.lookup(ent.text))
+            DetectedSpan(ent.start_char, ent.end_char, ent.text, NER, self.candidates_of(ent.text))
             for ent in doc.ents
             if (ent.label_ in keep if keep else ent.label_ not in NUMERIC_NER_LABELS)
         ]

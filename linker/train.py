@@ -179,7 +179,8 @@ def initial_model(config: TrainConfig, catalogue: EntityCatalogue) -> LoadedBiEn
     params = BlinkParams(max_context_length=config.max_context_length, max_cand_length=config.max_cand_length,
                          num_attention_heads=config.bert.num_attention_heads, bert_model="from-scratch")
     tokenizer = load_wordpiece(vocab, params.lowercase)
-    inputs = BlinkInputs(tokenizer, params.max_context_length, params.max_cand_length, params.max_seq_length)
+    inputs = BlinkInputs(tokenizer, params.max_context_length, params.max_cand_length, params.max_seq_length,
+                         lowercase=params.lowercase)
     shape = dataclasses.asdict(config.bert)
     dropout = shape.pop("dropout")
     bert_config = BertConfig(vocab_size=len(tokenizer), hidden_dropout_prob=dropout,

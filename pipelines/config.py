@@ -43,15 +43,22 @@ class WikiMentionsConfig:
     labels: LabelConfig = field(default_factory=LabelConfig, metadata={"help": "missing-mention labelling (EDMem 3.3.1)"})
     blink_model: str = _help("BLINK-compatible bi-encoder folder (linker/): adds source='blink' labels for unlinked spans; '' = off", default="")
     blink_corpus: str = _help("a finished corpus output (an earlier run) whose entities, descriptions and aliases the BLINK index covers", default="")
-    blink_threshold: float = _help("least linker probability of an added BLINK label", default=0.5)
+    blink_threshold: float = _help("least final linker probability (model + alias prior) of an added BLINK label: the linker's --threshold", default=0.5)
+    blink_kb: str = _help("the linker's knowledge base: '' = the --blink_corpus entities; blink:DIR = BLINK's entity.jsonl + .t7, mapped onto --blink_corpus", default="")
+    blink_config: str = _help("linker YAML (configs/linker/*.yaml) for the BLINK labels: top_k, fast, alias_top_k, ...; '' = the linker's defaults", default="")
     tokenizer: str = _help("Hugging Face fast tokenizer name or local path; 'gpt2-bpe' = the offline GPT-2/BART byte-level BPE", default="gpt2-bpe")
     window: int = _help("tokens per passage window", default=128)
     overlap: int = _help("tokens shared by consecutive windows", default=10)
     validation_fraction: float = _help("fraction of pages held out (by a hash of the page id)", default=0.005)
     split_salt: str = _help("salt of the split hash; change it to draw another validation set", default="")
-    num_shards: int = _help("Parquet shards per split; pick so one shard (~passages/num_shards rows) fits a worker", default=8)
-    alias_shards: int = _help("Parquet shards of the alias table", default=4)
-    description_shards: int = _help("Parquet shards of the entity descriptions (first paragraph of each vocabulary entity's article)", default=4)
+    num_shards: int = _help("Parquet shards per split; 0 = derived from the data, ceil(passages / passages_per_shard) per split", default=0)
+    passages_per_shard: int = _help("target passages per shard when --num_shards is 0 (250k passages ~ 110 MB of Parquet)", default=250_000)
+    alias_shards: int = _help("Parquet shards of the alias table; 0 = ceil(rows / alias_rows_per_shard)", default=0)
+    alias_rows_per_shard: int = _help("target alias-table rows per shard when --alias_shards is 0", default=2_000_000)
+    description_shards: int = _help("Parquet shards of the entity descriptions (first paragraph of each vocabulary entity's article); 0 = ceil(rows / descriptions_per_shard)", default=0)
+    descriptions_per_shard: int = _help("target description rows per shard when --description_shards is 0", default=100_000)
+    max_join_group: int = _help("most requests one join group may hold: keys with more (hub entities, popular link targets) are split into salted sub-groups", default=10_000)
+    sort_buffer_rows: int = _help("rows a shard writer sorts in memory before spilling a sorted run to local disk", default=100_000)
     description_max_chars: int = _help("longest entity description kept, in characters", default=2000)
     row_group_rows: int = _help("rows per Parquet row group (streaming reads)", default=1000)
     progress_every_s: float = _help("seconds between progress lines of a reader", default=10.0)
@@ -67,9 +74,13 @@ class WikiMentionsConfig:
             raise ValueError("--blink_model needs --blink_corpus (the corpus output its entity index covers)")
         if not (0.0 <= self.validation_fraction <= 1.0):
             raise ValueError("--validation_fraction must be within [0, 1]")
-        for name in ("num_shards", "alias_shards", "description_shards", "row_group_rows", "entity_vocab_size", "max_redirect_hops"):
+        for name in ("row_group_rows", "entity_vocab_size", "max_redirect_hops", "passages_per_shard",
+                     "alias_rows_per_shard", "descriptions_per_shard", "max_join_group", "sort_buffer_rows"):
             if getattr(self, name) < 1:
                 raise ValueError(f"--{name} must be >= 1")
+        for name in ("num_shards", "alias_shards", "description_shards"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"--{name} must be >= 0 (0 = derived from the data)")
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

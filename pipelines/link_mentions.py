@@ -1,7 +1,7 @@
 """The linking job: JSONL records with text -> the same records with BLINK entity mentions.
 
     beam run pipelines/link_mentions.py --input data.jsonl --output OUT_LINKED --model DIR --corpus OUT \
-        [--text_field question] [--tokenizer gpt2-bpe] [--min_score 0.5] [--runner=Direct]
+        [--text_field question] [--tokenizer gpt2-bpe] [--threshold 0.5] [--kb blink:DIR] [--fast true] [--runner=Direct]
     python -m pipelines.link_mentions ...                                    # the same job
 
 Each input line is a JSON object; its text (``--text_field``) gets mention
@@ -10,16 +10,20 @@ trained spaCy pipeline is installed) and linked by the BLINK model over the
 corpus's entity vocabulary. The record is written back with a ``mentions``
 list in the corpus's mention shape: ``char_start``, ``char_end``,
 ``entity_id`` (the corpus's id), ``entity``, ``source`` = "blink",
-``surface``, ``score`` (the linker's probability) and, with ``--tokenizer``
+``surface``, ``score`` (the linker's final probability: model and alias prior
+combined; mentions below ``--threshold`` are left out) and, with ``--tokenizer``
 (e.g. the corpus's own ``OUT/tokenizer`` or ``gpt2-bpe``), ``token_start`` /
 ``token_end`` plus the record's ``token_ids``: ready for EDMem fine-tuning.
 
 Outputs (``OUT_LINKED/``): ``linked-SSSSS-of-NNNNN.jsonl``, ``dead_letters-*.jsonl``
 (lines that are not JSON objects with a text), ``stats.json`` (counters).
-Entity encodings are built (or reused) on the launching machine before the
-job starts (``python -m linker.cli index`` does the same ahead of time);
-workers only load them, so model, corpus and encodings folders must be
-readable by every worker (local runners, or a shared filesystem).
+Everything the workers read (the knowledge base: the corpus's entities or
+BLINK's ``--kb blink:DIR``; the entity encodings and index; the alias
+candidate index; the fitted combination) is built (or reused) on the launching
+machine before the job starts (``python -m linker.cli index`` does the same
+ahead of time); workers memory-map it, so model, corpus, KB and encodings
+folders must be readable by every worker (local runners, or a shared
+filesystem).
 """
 from __future__ import annotations
 
@@ -35,7 +39,7 @@ from dataclasses import dataclass
 import apache_beam as beam
 from apache_beam.options.pipeline_options import StandardOptions
 
-from linker.link import LinkerConfig, prepare_encodings
+from linker.link import LinkerConfig, prepare_linker
 from pipelines import storage
 from pipelines.config import parse_config
 from pipelines.launch import beam_options, configure_logging
@@ -56,7 +60,6 @@ class LinkMentionsConfig(LinkerConfig):
     text_field: str = _opt("text", "record field holding the text to link")
     mentions_field: str = _opt("mentions", "record field the mentions are written to")
     tokenizer: str = _opt("", "tokenizer for token spans and token_ids ('gpt2-bpe', OUT/tokenizer, a local path); '': none")
-    min_score: float = _opt(0.0, "linked mentions with a lower score are left out")
     num_shards: int = _opt(1, "output JSONL shards")
     records_per_batch: int = _opt(32, "records linked together (bi-encoder batches span records)")
 
@@ -64,8 +67,6 @@ class LinkMentionsConfig(LinkerConfig):
         super().validate()
         if not self.input or not self.output:
             raise ValueError("--input and --output are required")
-        if not 0.0 <= self.min_score <= 1.0:
-            raise ValueError("--min_score is a probability in [0, 1]")
         if self.num_shards < 1 or self.records_per_batch < 1:
             raise ValueError("--num_shards and --records_per_batch must be >= 1")
 
@@ -86,8 +87,7 @@ class WriteStatsFn(beam.DoFn):
 
 
 def build_pipeline(p: beam.Pipeline, cfg: LinkMentionsConfig) -> None:
-    options = RecordOptions(text_field=cfg.text_field, mentions_field=cfg.mentions_field,
-                            tokenizer=cfg.tokenizer, min_score=cfg.min_score)
+    options = RecordOptions(text_field=cfg.text_field, mentions_field=cfg.mentions_field, tokenizer=cfg.tokenizer)
     linked = (
         p
         | "ReadJsonl" >> beam.io.ReadFromText(cfg.input)
@@ -122,14 +122,10 @@ def run(argv: list[str] | None = None) -> int:
         cfg, beam_args = parse_config(LinkMentionsConfig, argv, prog="link_mentions", description=__doc__.splitlines()[0])
         cfg.validate()
         options = beam_options(beam_args)
-        folder = prepare_encodings(cfg.linker_config())
+        prepare_linker(cfg.linker_config())  # once, here: workers only memory-map it
     except (ValueError, FileNotFoundError, OSError) as exc:
         print(f"link_mentions: error: {exc}", file=sys.stderr)
         return 2
-    if cfg.index.kind != "exact":  # build (and save) the HNSW graph here, once, if it is to be used
-        from linker.index import load_encodings, open_index
-
-        open_index(folder, load_encodings(folder)[0], cfg.index)
     started = time.monotonic()
     pipeline = beam.Pipeline(options=options)
     build_pipeline(pipeline, cfg)

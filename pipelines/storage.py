@@ -73,15 +73,77 @@ def parquet_bytes(rows: list[dict], schema: pa.Schema, row_group_rows: int) -> b
     """Rows -> Parquet (zstd) bytes. Same rows in the same order give the same bytes."""
     table = pa.Table.from_pylist(rows, schema=schema)
     buf = io.BytesIO()
-    pq.write_table(
-        table,
-        buf,
-        compression="zstd",
-        row_group_size=max(1, row_group_rows),
-        write_statistics=True,
-        store_schema=True,
-    )
+    pq.write_table(table, buf, row_group_size=max(1, row_group_rows), **PARQUET_OPTIONS)
     return buf.getvalue()
+
+
+PARQUET_OPTIONS = {"compression": "zstd", "write_statistics": True, "store_schema": True}
+
+
+class _DigestingStream:
+    """A write-only stream that forwards to ``raw`` and keeps a sha256 and a byte count."""
+
+    def __init__(self, raw) -> None:
+        self.raw = raw
+        self.digest = hashlib.sha256()
+        self.size = 0
+        self.closed = False
+
+    def write(self, data) -> int:
+        self.digest.update(data)
+        self.size += len(data)
+        self.raw.write(data)
+        return len(data)
+
+    def tell(self) -> int:
+        return self.size
+
+    def flush(self) -> None:
+        pass
+
+    def writable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class ParquetFileWriter:
+    """Write a Parquet file one row group at a time, on any Beam filesystem.
+
+    The file is written under a temporary sibling name and renamed into place
+    by ``close()``; its sha256 and size are computed as it streams. Row groups
+    written with ``write_rows`` in the same order give the same bytes as
+    :func:`parquet_bytes` on all the rows at once.
+    """
+
+    def __init__(self, path: str, schema: pa.Schema) -> None:
+        self.path = path
+        self.schema = schema
+        self.rows = 0
+        self._tmp = f"{path}.tmp-{uuid.uuid4().hex[:12]}"
+        self._raw = FileSystems.create(self._tmp)
+        self._stream = _DigestingStream(self._raw)
+        self._writer = pq.ParquetWriter(self._stream, schema, **PARQUET_OPTIONS)
+
+    def write_rows(self, rows: list[dict]) -> None:
+        if rows:
+            self._writer.write_table(pa.Table.from_pylist(rows, schema=self.schema), row_group_size=len(rows))
+            self.rows += len(rows)
+
+    def close(self) -> tuple[str, int]:
+        """Finish the file, move it into place; returns (sha256, size)."""
+        if not self.rows:  # as parquet_bytes([]) does: one empty row group with the schema
+            self._writer.write_table(self.schema.empty_table())
+        self._writer.close()
+        self._raw.close()
+        if FileSystems.exists(self.path):
+            FileSystems.delete([self.path])
+        FileSystems.rename([self._tmp], [self.path])
+        return self._stream.digest.hexdigest(), self._stream.size
 
 
 def file_record(root: str, path: str, data: bytes, rows: int | None, kind: str) -> dict:

@@ -43,7 +43,7 @@ from pipelines.transforms.parse import ParseOptions, ParseWikiDump
 from pipelines.transforms.passages import ChunkWindows, LabelMissingMentions, PassageOptions
 from pipelines.transforms.resolve import ResolveLinks, ResolveRedirects
 from pipelines.transforms.stats import SumStats
-from pipelines.transforms.write import SaveTokenizerFn, WriteManifestFn, WriteShards, shard_name, stable_shard
+from pipelines.transforms.write import SaveTokenizerFn, ShardSpec, WriteManifestFn, WriteShards
 from pipelines.wikitext import DisambiguationConfig
 
 log = logging.getLogger("wiki_mentions")
@@ -55,10 +55,17 @@ VOCAB_ORDER = itemgetter("entity_id")
 
 
 def describe_entity(article, vocab: dict, max_chars: int):
-    """An article of a vocabulary entity -> its description row (BLINK's candidate text)."""
+    """An article of a vocabulary entity -> (entity, (page_id, description row)) (BLINK's candidate text)."""
     entity_id = vocab.get(article.title)
     if entity_id is not None:
-        yield {"entity_id": entity_id, "entity": article.title, "description": first_paragraph(article.text, max_chars)}
+        yield article.title, (article.page_id, {
+            "entity_id": entity_id, "entity": article.title,
+            "description": first_paragraph(article.text, max_chars)})
+
+
+def _first_page(descriptions):
+    """Of several articles with one title (a broken dump), the description of the smallest page id."""
+    return min(descriptions, key=lambda item: item[0])
 
 
 def _dead_letter_row(dl: DeadLetter) -> dict:
@@ -108,6 +115,7 @@ def build_pipeline(p: beam.Pipeline, cfg: WikiMentionsConfig, site: SiteInfo, ra
     out = cfg.output
     labels = labels_for_site(cfg.labels, site)
     job = {**job, "effective_labels": dataclasses.asdict(labels)}
+    bound = cfg.max_join_group
     parse_options = ParseOptions(
         max_page_bytes=cfg.max_page_mb << 20,
         max_wikitext_chars=cfg.max_wikitext_chars,
@@ -117,74 +125,68 @@ def build_pipeline(p: beam.Pipeline, cfg: WikiMentionsConfig, site: SiteInfo, ra
     parsed = p | "ParseWikiDump" >> ParseWikiDump(ranges, site, parse_options)
     resolved = (
         {"redirects": parsed["redirects"], "page_kinds": parsed["page_kinds"]}
-        | "ResolveRedirects" >> ResolveRedirects(cfg.max_redirect_hops)
+        | "ResolveRedirects" >> ResolveRedirects(cfg.max_redirect_hops, bound)
     )
     links = (
         {"articles": parsed["articles"], "resolutions": resolved["resolutions"]}
-        | "ResolveLinks" >> ResolveLinks(cfg.keep_red_links)
+        | "ResolveLinks" >> ResolveLinks(cfg.keep_red_links, bound)
     )
     aliases = (
         {"anchors": links["anchors"], "resolutions": resolved["resolutions"]}
-        | "BuildAliasTable" >> BuildAliasTable()
+        | "BuildAliasTable" >> BuildAliasTable(bound)
     )
     vocab_rows = links["entity_links"] | "SelectEntityVocab" >> SelectEntityVocab(cfg.entity_vocab_size)
     labeled = (
-        {"articles": parsed["articles"], "page_targets": links["page_targets"], "alias_rows": aliases["rows"]}
-        | "LabelMissingMentions" >> LabelMissingMentions(labels, cfg.keep_red_links)
+        {"articles": parsed["articles"], "entity_refs": links["entity_refs"],
+         "entity_links": links["entity_links"], "alias_rows": aliases["rows"]}
+        | "LabelMissingMentions" >> LabelMissingMentions(labels, bound)
     )
     passage_options = PassageOptions(
         tokenizer=cfg.tokenizer, window=cfg.window, overlap=cfg.overlap,
-        validation_fraction=cfg.validation_fraction, split_salt=cfg.split_salt, num_shards=cfg.num_shards,
+        validation_fraction=cfg.validation_fraction, split_salt=cfg.split_salt,
     )
     articles_to_chunk = labeled["articles"]
     extra_stats: list = []
     if cfg.blink_model:
-        from pipelines.transforms.blink import AddBlinkLabels, blink_linker_config
+        from pipelines.transforms.blink import AddBlinkLabels, corpus_job_linker_config
 
-        linker_config = blink_linker_config(cfg.blink_model, cfg.blink_corpus, site.language)
-        blink = articles_to_chunk | "AddBlinkLabels" >> AddBlinkLabels(linker_config, cfg.blink_threshold)
+        blink = articles_to_chunk | "AddBlinkLabels" >> AddBlinkLabels(corpus_job_linker_config(cfg, site.language))
         articles_to_chunk, extra_stats = blink["articles"], list(blink["stats"])
     vocab = vocab_rows | "VocabPairs" >> beam.FlatMap(lambda rows: [(r["entity"], r["entity_id"]) for r in rows])
     chunks = {"articles": articles_to_chunk, "vocab": vocab} | "ChunkWindows" >> ChunkWindows(passage_options)
-    nd = cfg.description_shards
-    description_files = (
+
+    def write(rows, label, schema_name, spec, order, row_group_rows=cfg.row_group_rows):
+        return rows | label >> WriteShards(out, schema_name, spec, order, row_group_rows, cfg.sort_buffer_rows)
+
+    description_files = write(
         parsed["articles"]
         | "DescribeVocabEntities" >> beam.FlatMap(
             describe_entity, vocab=beam.pvalue.AsDict(vocab), max_chars=cfg.description_max_chars)
-        | "KeyDescriptionShard" >> beam.Map(lambda r: (stable_shard(r["entity"], nd), r))
-        | "WriteEntityDescriptions" >> WriteShards(
-            out, "entity_descriptions",
-            {i: f"entity_descriptions/{shard_name('entity_descriptions', i, nd)}" for i in range(nd)},
-            VOCAB_ORDER, cfg.row_group_rows)
-    )
-
-    n = cfg.num_shards
-    passage_files = chunks["rows"] | "WriteShards" >> WriteShards(
-        out, "passages",
-        {(split, i): f"passages/{shard_name(split, i, n)}" for split in SPLITS for i in range(n)},
-        PASSAGE_ORDER, cfg.row_group_rows,
-    )
-    na = cfg.alias_shards
-    alias_files = (
-        aliases["rows"]
-        | "KeyAliasShard" >> beam.Map(lambda r: (stable_shard(r["alias"], na), r))
-        | "WriteAliasTable" >> WriteShards(
-            out, "alias_table", {i: f"alias_table/{shard_name('alias_table', i, na)}" for i in range(na)},
-            ALIAS_ORDER, cfg.row_group_rows * 10)
-    )
-    vocab_files = (
-        vocab_rows
-        | "VocabRowsOut" >> beam.FlatMap(lambda rows: [(0, r) for r in rows])
-        | "WriteEntityVocab" >> WriteShards(
-            out, "entity_vocab", {0: "entity_vocab/entity_vocab.parquet"}, VOCAB_ORDER, cfg.row_group_rows * 10)
-    )
-    dead = (
+        | "OnePagePerEntity" >> beam.CombinePerKey(_first_page)
+        | "DescriptionRows" >> beam.Map(lambda kv: ("entity_descriptions", kv[0], kv[1][1])),
+        "WriteEntityDescriptions", "entity_descriptions",
+        ShardSpec("entity_descriptions", ("entity_descriptions",), cfg.description_shards, cfg.descriptions_per_shard),
+        VOCAB_ORDER)
+    passage_files = write(
+        chunks["rows"], "WriteShards", "passages",
+        ShardSpec("passages", SPLITS, cfg.num_shards, cfg.passages_per_shard), PASSAGE_ORDER)
+    alias_files = write(
+        aliases["rows"] | "AliasRowsOut" >> beam.Map(lambda r: ("alias_table", r["alias"], r)),
+        "WriteAliasTable", "alias_table",
+        ShardSpec("alias_table", ("alias_table",), cfg.alias_shards, cfg.alias_rows_per_shard),
+        ALIAS_ORDER, cfg.row_group_rows * 10)
+    vocab_files = write(
+        vocab_rows | "VocabRowsOut" >> beam.FlatMap(lambda rows: [("entity_vocab", "", r) for r in rows]),
+        "WriteEntityVocab", "entity_vocab",
+        ShardSpec("entity_vocab", ("entity_vocab",), single_file="entity_vocab.parquet"),
+        VOCAB_ORDER, cfg.row_group_rows * 10)
+    dead = write(
         (parsed["dead"],)
         | "FlattenDeadLetters" >> beam.Flatten()
-        | "DeadLetterRows" >> beam.Map(lambda dl: (0, _dead_letter_row(dl)))
-        | "WriteDeadLetters" >> WriteShards(
-            out, "dead_letters", {0: "dead_letters/dead_letters.parquet"}, _dead_letter_order, cfg.row_group_rows)
-    )
+        | "DeadLetterRows" >> beam.Map(lambda dl: ("dead_letters", "", _dead_letter_row(dl))),
+        "WriteDeadLetters", "dead_letters",
+        ShardSpec("dead_letters", ("dead_letters",), single_file="dead_letters.parquet"),
+        _dead_letter_order)
     tokenizer_files = (
         p
         | "TokenizerOnce" >> beam.Create([None])
@@ -216,6 +218,21 @@ def plan_input(cfg: WikiMentionsConfig) -> tuple[SiteInfo, list]:
     return site, ranges
 
 
+def template_summary(counters: dict, top: int = 10) -> list[str]:
+    """Summary lines on templates: calls by outcome, and the most frequent dropped names
+    (what the corpus loses; add renderers for them in pipelines/wikitext/templates.py)."""
+    outcomes = {k: counters.get(f"templates/{k}", 0) for k in ("rendered", "omitted", "dropped")}
+    if not any(outcomes.values()):
+        return []
+    lines = ["  templates: " + ", ".join(f"{k} {v:,}" for k, v in outcomes.items())]
+    dropped = sorted(((v, k.split("/", 1)[1]) for k, v in counters.items()
+                      if k.startswith("templates_dropped/") and k != "templates_dropped/(other)"),
+                     key=lambda item: (-item[0], item[1]))[:top]
+    if dropped:
+        lines.append("  top dropped templates: " + ", ".join(f"{name} {n:,}" for n, name in dropped))
+    return lines
+
+
 def print_summary(output: str, seconds: float) -> None:
     """The end-of-run summary of a local run, from the stats the job wrote."""
     stats = json.loads(storage.read_bytes(storage.join(output, storage.STATS_FILE)))
@@ -236,11 +253,15 @@ def print_summary(output: str, seconds: float) -> None:
     dropped = {k: v for k, v in stats["counters"].items() if k.startswith("links_dropped/")}
     if dropped:
         lines.append("  links dropped: " + ", ".join(f"{k.split('/', 1)[1]} {v:,}" for k, v in sorted(dropped.items())))
+    lines.extend(template_summary(stats["counters"]))
     red, kept = stats["counters"].get("links_dropped/red_link", 0), stats["counters"].get("links/kept", 0)
     if kept and red > kept / 2:
         lines.append(f"  note: {red / kept:.0%} of links point to pages absent from this dump; "
                      "for a partial dump, --keep_red_links true keeps them as entities")
     lines.append(f"  dead letters      {s['dead_letters']:>10,}   (dead_letters/dead_letters.parquet)")
+    if s.get("largest_groups"):
+        largest = max(s["largest_groups"].items(), key=lambda kv: kv[1])
+        lines.append(f"  largest join group {largest[1]:>9,}   ({largest[0]}; bound --max_join_group; stats.json: volume)")
     lines.append(f"  shards written    {len(shards):>10,}   ({sum(f['rows'] for f in shards):,} passages)")
     print("\n".join(lines), flush=True)
 
@@ -261,11 +282,11 @@ def run(argv: list[str] | None = None) -> int:
         # The manifest is the commit point: drop it first so that, until this
         # run completes, the folder reads as incomplete (never old + new).
         storage.delete_files([manifest_path])
-    if cfg.blink_model:  # entity encodings are built once, here, never on workers
-        from linker.link import prepare_encodings
-        from pipelines.transforms.blink import blink_linker_config
+    if cfg.blink_model:  # the linker's KB, encodings, alias candidate index and combination: built once, here
+        from linker.link import prepare_linker
+        from pipelines.transforms.blink import corpus_job_linker_config
 
-        prepare_encodings(blink_linker_config(cfg.blink_model, cfg.blink_corpus, site.language))
+        prepare_linker(corpus_job_linker_config(cfg, site.language))
     runner = options.view_as(StandardOptions).runner
     job = {"runner": runner, "read_ranges": len(ranges), "input": cfg.input}
     log.info("reading %s (%s, %s) in %d range(s) with %s", cfg.input, site.dbname or "unknown wiki",

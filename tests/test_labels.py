@@ -289,6 +289,32 @@ def test_thai_does_not_cut_before_a_combining_vowel():
     assert [m.surface for m in out] == ["กรุงเทพ"]
 
 
+def test_shorter_alias_at_the_same_start_when_the_longer_is_not_a_whole_word():
+    # Every occurrence is found, overlapping ones too: "New York City" at 0 continues into "Citys",
+    # so "New York" at the same start is the label there.
+    text = "New York Citys and New York City."
+    cands = [linked("New York City", "NYC"), linked("New York", "New York")]
+    out = label_missing_mentions(text, [], cands, DEFAULT)
+    assert [(m.start, m.surface) for m in out] == [(0, "New York"), (text.rindex("New York City"), "New York City")]
+
+
+def test_offsets_after_astral_characters_and_in_invalid_text():
+    # Characters outside the BMP (emoji, math letters) count as one character, as Python indexes;
+    # a lone surrogate (an unpaired &#55357; entity) is just a non-word character.
+    text = "😀Paris 𝔘𝔫 Paris\ud83d Paris"
+    out = label_missing_mentions(text, [], [linked("Paris", "Paris")], DEFAULT)
+    assert [m.start for m in out] == [1, 10, 17] and all(text[m.start : m.end] == "Paris" for m in out)
+
+
+def test_many_aliases_sharing_prefixes():
+    # A hub page: thousands of aliases, many prefixes of each other; each found exactly where it occurs.
+    names = [f"Alpha {i}" for i in range(3000)] + [f"Alpha {i} Beta" for i in range(0, 3000, 7)]
+    text = " ".join(f"Alpha {i} Beta" if i % 7 == 0 else f"Alpha {i}" for i in range(0, 3000, 3))
+    out = label_missing_mentions(text, [], [linked(n, n) for n in names], DEFAULT)
+    want = [f"Alpha {i} Beta" if i % 7 == 0 else f"Alpha {i}" for i in range(0, 3000, 3)]
+    assert [m.surface for m in out] == want and [m.entity for m in out] == want
+
+
 # --------------------------------------------------------------------------- API details
 
 

@@ -10,6 +10,7 @@ import pytest
 
 from tests.conftest import dump, needs_shared, run_job
 from tests.corpus_checks import check_passage_contract, manifest, raw_counts
+from tests.test_markup_residue import assert_no_markup
 
 pytestmark = [pytest.mark.slow, needs_shared]
 
@@ -30,6 +31,7 @@ def test_multistream_parallel_read_on_two_workers_is_byte_identical(enwiki206_co
     assert sequential["job"]["read_ranges"] == 1
     assert {f["path"]: f["sha256"] for f in parallel["files"]} == {f["path"]: f["sha256"] for f in sequential["files"]}
     assert parallel["counters"] == sequential["counters"]
+    assert_no_markup(out, "enwiki-2016-206pages-articles1-multistream.xml.bz2")
 
 
 def test_truncated_ukrainian_dump_completes_with_a_dead_letter(tmp_path: Path):
@@ -48,6 +50,7 @@ def test_truncated_ukrainian_dump_completes_with_a_dead_letter(tmp_path: Path):
     totals = check_passage_contract(out)
     assert totals["passages/train"] > 500
     assert "dead letters" in proc.stdout
+    assert_no_markup(out, "ukwiki-2023-first100k-lines-truncated.xml.xz")
 
 
 def test_dump_without_siteinfo_is_counted_and_still_processed(tmp_path: Path):
@@ -61,6 +64,7 @@ def test_dump_without_siteinfo_is_counted_and_still_processed(tmp_path: Path):
     assert {"stage": "read", "reason": "missing_siteinfo"}.items() <= _dead_letters(out)[0].items()
     assert m["counters"]["articles"] == len(raw.wikitext)
     check_passage_contract(out)
+    assert_no_markup(out, "enwiki-5pages-tables-no-siteinfo.xml.bz2")
 
 
 @pytest.mark.parametrize("name", ["enwiki-2019-11pages-partial.xml", "simplewiki-2019-7pages.xml.bz2",
@@ -79,3 +83,4 @@ def test_other_excerpts_counts_match_raw_xml(name: str, tmp_path: Path):
     check_passage_contract(out)
     stats = json.loads((out / "stats.json").read_text())
     assert stats["counters"] == counters
+    assert_no_markup(out, name)

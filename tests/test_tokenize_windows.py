@@ -11,6 +11,7 @@ from pipelines.corpus.tokenizer import (
     GPT2_VOCAB_SIZE,
     TokenMention,
     gpt2_bpe_files,
+    load_encoder,
     load_tokenizer,
     save_tokenizer,
     tokenize_with_mentions,
@@ -22,6 +23,12 @@ from pipelines.records import Mention
 @pytest.fixture(scope="module")
 def tok():
     return load_tokenizer()
+
+
+@pytest.fixture(scope="module", params=["tiktoken", "hugging_face"])
+def coder(request, tok):
+    """What tokenises: the job's encoder (tiktoken) and the Hugging Face tokenizer; both must pass."""
+    return load_encoder() if request.param == "tiktoken" else tok
 
 
 def mention(text: str, surface: str, occurrence: int = 0) -> Mention:
@@ -88,9 +95,9 @@ def test_unknown_tokenizer_path_is_a_clear_error(tmp_path):
         load_tokenizer(str(tmp_path / "missing"))
 
 
-def test_literal_special_token_strings_stay_text(tok):
+def test_literal_special_token_strings_stay_text(tok, coder):
     text = "Use <s> for strike-through, not <mask> or </s> or <pad>."
-    out = tokenize_with_mentions(text, [], tok)
+    out = tokenize_with_mentions(text, [], coder)
     assert not set(out.token_ids) & {50256, 50257, 50258, 50259, 50260}
     assert decoded(tok, out.token_ids) == text
 
@@ -126,44 +133,44 @@ REALISTIC = (
         ("Café del Mar", 0), ("mayor met", 0),
     ],
 )
-def test_realistic_mentions_decode_to_their_surface(tok, surface, occurrence):
+def test_realistic_mentions_decode_to_their_surface(tok, coder, surface, occurrence):
     m = mention(REALISTIC, surface, occurrence)
-    out = tokenize_with_mentions(REALISTIC, [m], tok)
+    out = tokenize_with_mentions(REALISTIC, [m], coder)
     assert out.dropped == 0, surface
     (span,) = out.spans
     assert span.mention is m
     assert decoded(tok, out.token_ids[span.token_start : span.token_end]).strip() == surface
 
 
-def test_mentions_cutting_a_token_are_dropped_and_counted(tok):
+def test_mentions_cutting_a_token_are_dropped_and_counted(tok, coder):
     # " Paris" and " France" are single GPT-2 tokens: these spans end or start inside them.
     bad = [
         Mention(REALISTIC.index("Paris"), REALISTIC.index("Paris") + 4, "Pari", "X", "same_page_alias"),
         Mention(REALISTIC.index("France") + 1, REALISTIC.index("France") + 6, "rance", "X", "hyperlink"),
     ]
     good = mention(REALISTIC, "France")
-    out = tokenize_with_mentions(REALISTIC, [*bad, good], tok)
+    out = tokenize_with_mentions(REALISTIC, [*bad, good], coder)
     assert out.dropped == 2 and out.dropped_mentions == bad
     assert [s.mention for s in out.spans] == [good]
     # An empty or out-of-range mention is dropped, not an error.
     weird = [Mention(3, 3, "", "X", "hyperlink"), Mention(5, 10**6, "?", "X", "hyperlink")]
-    assert tokenize_with_mentions(REALISTIC, weird, tok).dropped == 2
+    assert tokenize_with_mentions(REALISTIC, weird, coder).dropped == 2
 
 
-def test_emoji_split_into_byte_tokens_maps_whole(tok):
+def test_emoji_split_into_byte_tokens_maps_whole(tok, coder):
     text = "I like 👍🏽 a lot"
-    out = tokenize_with_mentions(text, [mention(text, "👍🏽")], tok)
+    out = tokenize_with_mentions(text, [mention(text, "👍🏽")], coder)
     (span,) = out.spans
     assert span.token_end - span.token_start >= 2  # several byte-level tokens
     assert decoded(tok, out.token_ids[span.token_start : span.token_end]).strip() == "👍🏽"
 
 
-def test_long_text_is_never_truncated(tok):
+def test_long_text_is_never_truncated(tok, coder):
     unit = "Paris is the capital of France. Київ — столиця. 北京是首都。 "
     text = unit * 2500  # ~135k characters
     assert len(text) > 100_000
     last = Mention(text.rindex("France"), text.rindex("France") + 6, "France", "France", "hyperlink")
-    out = tokenize_with_mentions(text, [last], tok)
+    out = tokenize_with_mentions(text, [last], coder)
     assert decoded(tok, out.token_ids) == text
     assert out.spans and out.spans[0].token_end <= len(out.token_ids)
 
@@ -188,14 +195,14 @@ _ALPHABET = st.sampled_from(
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(text=st.lists(_ALPHABET, min_size=1, max_size=60).map("".join), data=st.data())
-def test_random_mentions_map_to_tokens_that_decode_to_them(tok, text, data):
+def test_random_mentions_map_to_tokens_that_decode_to_them(tok, coder, text, data):
     n = data.draw(st.integers(1, 4))
     mentions = []
     for _ in range(n):
         start = data.draw(st.integers(0, len(text) - 1))
         end = data.draw(st.integers(start + 1, len(text)))
         mentions.append(Mention(start, end, text[start:end], "E", "hyperlink"))
-    out = tokenize_with_mentions(text, mentions, tok)
+    out = tokenize_with_mentions(text, mentions, coder)
     assert out.dropped + len(out.spans) == len(mentions)
     assert decoded(tok, out.token_ids) == text  # byte-level BPE is lossless
     for span in out.spans:
@@ -209,7 +216,7 @@ def test_random_mentions_map_to_tokens_that_decode_to_them(tok, text, data):
 
 @settings(max_examples=100, deadline=None)
 @given(words=st.lists(st.sampled_from(["Paris", "(Paris)", "Paris's", "Київ", "北京", "😀", "1990,", "Café"]), min_size=1, max_size=20))
-def test_whole_word_mentions_are_never_dropped(tok, words):
+def test_whole_word_mentions_are_never_dropped(tok, coder, words):
     text = " ".join(words)
     mentions, pos = [], 0
     for w in words:
@@ -217,7 +224,7 @@ def test_whole_word_mentions_are_never_dropped(tok, words):
         start = text.index(core, pos)
         mentions.append(Mention(start, start + len(core), core, core, "hyperlink"))
         pos = start + len(w)
-    out = tokenize_with_mentions(text, mentions, tok)
+    out = tokenize_with_mentions(text, mentions, coder)
     assert out.dropped == 0
     assert [decoded(tok, out.token_ids[s.token_start : s.token_end]).strip() for s in out.spans] == [
         m.surface for m in mentions
@@ -313,10 +320,10 @@ def test_window_properties(n, window, data):
     assert windows[-1].token_start + len(windows[-1].token_ids) == n
 
 
-def test_pipeline_text_to_windows(tok):
+def test_pipeline_text_to_windows(tok, coder):
     text = " ".join(f"Paris{i} visited Київ and 北京." for i in range(60))
     mentions = [mention(text, "Київ", i) for i in range(60)]
-    art = tokenize_with_mentions(text, mentions, tok)
+    art = tokenize_with_mentions(text, mentions, coder)
     assert art.dropped == 0
     overlap = 10
     windows = cut_windows(art.token_ids, art.spans, window=32, overlap=overlap)

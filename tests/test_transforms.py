@@ -10,7 +10,9 @@ from pipelines.records import Article, LinkMention
 from pipelines.transforms.aliases import BuildAliasTable, SelectEntityVocab
 from pipelines.transforms.resolve import ResolveLinks, ResolveRedirects
 from pipelines.transforms.stats import SumStats
-from pipelines.transforms.write import WriteShards
+from pipelines import storage
+from pipelines.transforms.write import ShardSpec, WriteShards, stable_shard
+from schemas import SCHEMAS
 
 PAGE_KINDS = [
     ("Paris", "article"), ("France", "article"), ("Mercury", "disambiguation"),
@@ -26,10 +28,10 @@ REDIRECTS = [
 ]
 
 
-def _resolve(p, max_hops=5):
+def _resolve(p, max_hops=5, max_group=10):
     return (
         {"redirects": p | "R" >> beam.Create(REDIRECTS), "page_kinds": p | "K" >> beam.Create(PAGE_KINDS)}
-        | ResolveRedirects(max_hops)
+        | ResolveRedirects(max_hops, max_group)
     )
 
 
@@ -73,16 +75,16 @@ def test_resolve_links_counts_anchors_entities_and_red_links():
     ]
     with BeamTestPipeline() as p:
         resolved = _resolve(p)
-        links = {"articles": p | "Arts" >> beam.Create(articles), "resolutions": resolved["resolutions"]} | ResolveLinks(False)
+        links = {"articles": p | "Arts" >> beam.Create(articles), "resolutions": resolved["resolutions"]} | ResolveLinks(False, 10)
         assert_that(links["entity_links"], equal_to([("Paris", 3), ("France", 1)]), label="Entities")
         assert_that(links["anchors"], equal_to([
             (("Paris", "Paris"), 1), (("Paree", "Paris"), 1), (("the capital", "Paris"), 1), (("France", "France"), 1)]),
             label="Anchors")
-        assert_that(links["page_targets"], equal_to([
-            (1, ("Paris", "article", "Paris")), (1, ("Paree", "article", "Paris")),
-            (1, ("City of Light", "article", "Paris")), (1, ("Red", "red_link", "Red")),
-            (2, ("France", "article", "France")), (2, ("Mercury", "disambiguation", "Mercury")),
-        ]), label="Targets")
+        # Usable links only, each with its page, target and anchor texts, for the label join.
+        assert_that(links["entity_refs"], equal_to([
+            ("Paris", (1, "linked", "Paris", ("Paris",))), ("Paris", (1, "linked", "Paree", ("Paree",))),
+            ("Paris", (1, "linked", "City of Light", ("the capital",))), ("France", (2, "linked", "France", ("France",))),
+        ]), label="Refs")
 
 
 def test_alias_table_and_vocab():
@@ -90,7 +92,7 @@ def test_alias_table_and_vocab():
     resolutions = [("Paris", ("article", "Paris")), ("Paree", ("article", "Paris")),
                    ("Paris Hilton", ("article", "Paris Hilton")), ("Mercury", ("disambiguation", "Mercury"))]
     with BeamTestPipeline() as p:
-        table = {"anchors": p | "A" >> beam.Create(anchors), "resolutions": p | "R" >> beam.Create(resolutions)} | BuildAliasTable()
+        table = {"anchors": p | "A" >> beam.Create(anchors), "resolutions": p | "R" >> beam.Create(resolutions)} | BuildAliasTable(10)
         assert_that(table["rows"], equal_to([
             {"alias": "Paris", "entity": "Paris", "count": 8, "prior": 0.8, "sources": ["anchor", "title"]},
             {"alias": "Paris", "entity": "Paris Hilton", "count": 2, "prior": 0.2, "sources": ["anchor"]},
@@ -108,20 +110,43 @@ def test_alias_table_and_vocab():
 
 def test_write_shards_sorted_complete_and_deterministic(tmp_path):
     rows = [{"entity_id": i, "entity": f"E{i}", "count": 100 - i} for i in range(50)]
-    files = {0: "entity_vocab/a.parquet", 1: "entity_vocab/b.parquet", 2: "entity_vocab/empty.parquet"}
+    spec = ShardSpec("entity_vocab", ("even", "odd", "none"), num_shards=1)
     digests = []
     for attempt in range(2):
         out = tmp_path / f"run{attempt}"
         order = rows if attempt == 0 else list(reversed(rows))
         with BeamTestPipeline() as p:
             written = (
-                p | beam.Create(order) | beam.Map(lambda r: (r["entity_id"] % 2, r))
-                | WriteShards(str(out), "entity_vocab", files, lambda r: r["entity_id"], 7)
+                p | beam.Create(order) | beam.Map(lambda r: (("even", "odd")[r["entity_id"] % 2], r["entity"], r))
+                # A sort buffer of 4 rows: each shard is merged from 7 sorted runs spilled to disk.
+                | WriteShards(str(out), "entity_vocab", spec, lambda r: r["entity_id"], 7, sort_buffer_rows=4)
             )
-            assert_that(written | beam.Map(lambda f: (f["path"], f["rows"])), equal_to(
-                [("entity_vocab/a.parquet", 25), ("entity_vocab/b.parquet", 25), ("entity_vocab/empty.parquet", 0)]))
-        table = pq.read_table(out / "entity_vocab" / "a.parquet")
-        assert table.column("entity_id").to_pylist() == list(range(0, 50, 2))
-        assert pq.ParquetFile(out / "entity_vocab" / "a.parquet").metadata.num_row_groups == 4
-        digests.append([(out / f).read_bytes() for f in sorted(files.values())])
+            assert_that(written | beam.Map(lambda f: (f["path"], f["rows"])), equal_to([
+                ("entity_vocab/even-00000-of-00001.parquet", 25), ("entity_vocab/odd-00000-of-00001.parquet", 25),
+                ("entity_vocab/none-00000-of-00001.parquet", 0)]))
+        path = out / "entity_vocab" / "even-00000-of-00001.parquet"
+        assert pq.read_table(path).column("entity_id").to_pylist() == list(range(0, 50, 2))
+        assert pq.ParquetFile(path).metadata.num_row_groups == 4
+        # Streaming through spilled runs gives the bytes of writing all rows at once.
+        assert path.read_bytes() == storage.parquet_bytes(
+            [r for r in rows if r["entity_id"] % 2 == 0], SCHEMAS["entity_vocab"], 7)
+        digests.append([p.read_bytes() for p in sorted((out / "entity_vocab").iterdir())])
     assert digests[0] == digests[1]
+
+
+def test_write_shards_derives_shard_counts_from_the_data(tmp_path):
+    rows = [("big", str(i), {"entity_id": i, "entity": f"E{i}", "count": 1}) for i in range(23)]
+    rows += [("small", "x", {"entity_id": 100, "entity": "X", "count": 1})]
+    spec = ShardSpec("entity_vocab", ("big", "small", "empty"), num_shards=0, rows_per_shard=10)
+    with BeamTestPipeline() as p:
+        written = p | beam.Create(rows) | WriteShards(str(tmp_path), "entity_vocab", spec, lambda r: r["entity_id"], 5)
+        assert_that(written | beam.Map(lambda f: f["path"]), equal_to(
+            [f"entity_vocab/big-0000{i}-of-00003.parquet" for i in range(3)]
+            + ["entity_vocab/small-00000-of-00001.parquet", "entity_vocab/empty-00000-of-00001.parquet"]))
+    big = sorted((tmp_path / "entity_vocab").glob("big-*"))
+    assert [f.name for f in big] == [f"big-0000{i}-of-00003.parquet" for i in range(3)]
+    assert sum(pq.read_table(f).num_rows for f in big) == 23
+    # A row's shard is a pure function of its shard key.
+    for f in big:
+        index = int(f.name.split("-")[1])
+        assert all(stable_shard(f"{e}", 3) == index for e in pq.read_table(f).column("entity_id").to_pylist())

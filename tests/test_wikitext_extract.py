@@ -148,11 +148,12 @@ def test_nested_link_in_label_is_text():
 
 # -- dropped markup, with the links it held counted by reason ------------------------------
 def test_links_in_templates_are_counted():
-    result = extract("A{{Infobox|x=[[B]]|y={{flag|[[C]]}}}} [[D]] {{convert|1|m}}.")
+    result = extract("A{{Infobox|x=[[B]]|y={{flag|[[C]]}}}} [[D]] {{unknown|1|m}}.")
     assert result.text == "A D."
     assert [link.target for link in result.links] == ["D"]
     assert result.counts["links_in_template"] == 2
-    assert result.counts["templates"] == 2
+    assert result.counts["templates_dropped"] == 2
+    assert result.template_names == {"dropped/Infobox": 1, "dropped/Unknown": 1}
 
 
 def test_parser_functions_and_parameters_are_templates():
@@ -309,9 +310,16 @@ def test_prepass_ref_inside_template_is_opaque():
     assert prepass("a{{t|<ref>}}</ref><!-- }} -->}}b").text == "ab"
 
 
-def test_prepass_unclosed_tag_drops_only_the_tag():
-    result = prepass("a<ref name=x>b")
-    assert result.text == "ab"
+def test_prepass_unclosed_tag_drops_the_rest_of_its_line():
+    result = prepass("a<ref name=x>b [[L]]\nnext line")
+    assert result.text == "a\nnext line"
+    assert result.counts["unclosed_tag"] == 1
+    assert result.counts["links_in_ref"] == 1
+
+
+def test_prepass_unclosed_nowiki_drops_only_the_tag():
+    result = prepass("a<nowiki>b\nc")
+    assert result.text == "ab\nc"
     assert result.counts["unclosed_tag"] == 1
 
 
@@ -339,8 +347,8 @@ def test_parser_failure_becomes_a_clean_error(monkeypatch):
     def broken_parse(_text):
         raise SystemError("C tokenizer exited with non-empty token stack")
     monkeypatch.setattr(extract_module.mwparserfromhell, "parse", broken_parse)
-    with pytest.raises(ExtractionError) as info:
-        extract_article("text", EN, title="Broken")
+    with pytest.raises(ExtractionError) as info:  # the parser runs where the fast path declines
+        extract_article("text", EN, title="Broken", config=ExtractConfig(fast_path=False))
     assert info.value.reason == "parser_error"
     assert "non-empty token stack" in str(info.value) and "Broken" in str(info.value)
 
@@ -369,3 +377,55 @@ def test_random_markup_keeps_the_offset_invariant(fragments):
         assert link.surface and link.surface == link.surface.strip()
     for markup in ("[[", "{{", "<ref"):
         assert markup not in result.text or "<nowiki>" in wikitext
+
+
+# -- no markup residue: the forms refs and tables take on real pages ------------------------------
+RESIDUE = ("[[", "]]", "{{", "}}", "<ref", "</ref", "{|", "|}")
+
+
+@pytest.mark.parametrize(("wikitext", "expected"), [
+    # refs: plain with markup inside, named, self-closing, quoted attributes, odd spacing/case
+    ("A<ref>Smith, ''Book'', [http://x.org title] \"q\"</ref> b.", "A b."),
+    ("A<ref name=\"x y\">c</ref> b<ref name=\"x y\"/> c<ref name='z' /> d", "A b c d"),
+    ("A<ref group=\"note\" name=\"a>b\">c</ref> d", "A d"),
+    ("A<ref name=\"x\"\n>y</ref> z", "A z"),
+    ("Text <ref>a</ref >b <REF>c</REF> d <Ref Name=x>e</ref\n> f", "Text b d f"),
+    # refs never closed: the rest of the line (the citation) goes, the next lines stay
+    ("A<ref name=x>cite ''Book'' [http://x.org T]\n\nMore text.", "A\nMore text."),
+    ("A b.<ref>{{cite web|url=http://x|title=T\n|date=2010}}", "A b."),
+    ("A b.<ref>[http://x.org T] ''It''", "A b."),
+    ("x <ref name=a", "x"),
+    # refs written as entities
+    ("x &lt;ref name=&quot;a&quot;&gt;y ''z''&lt;/ref&gt; w &lt;ref name=b /&gt;.", "x w."),
+    # tables after indentation, comments or other markup on the line
+    ("Text\n<!-- c -->:{| border=\"0\"\n|-\n| a || b\n|+ cap\n|}\nafter", "Text\nafter"),
+    ("Text\n<!-- a comment\nover lines -->:{| border=\"0\"\n| a ||+ || b\n|}\nafter", "Text\nafter"),
+    ("Text\n  {| class=\"x\"\n| a\n|}\nafter", "Text\nafter"),
+    ("Text\n::{|\n| a\n|}\nafter", "Text\nafter"),
+    ("Text\n{{clear}}{| class=\"x\"\n| a\n|}\nafter", "Text\nafter"),
+    ("Text\n<div>{| class=\"x\"\n| a\n|}</div>\nafter", "Text\nafter"),
+    ("Text\n__NOTOC__{|\n| a\n|}\nafter", "Text\nafter"),
+    ("Text\n{|\n| a\n<!-- x -->|}\nafter", "Text\nafter"),
+    # nested tables
+    ("Text\n{|\n| a\n{|\n| b\n|}\n| c\n|}\nafter", "Text\nafter"),
+    ("Text\n{|\n| a\n:{|\n| b\n  |}\n| c\n|}\nafter", "Text\nafter"),
+    # tables inside templates (removed or rendered) and templates inside tables
+    ("Text {{Infobox|x=\n{|\n| a\n|}\n}} after", "Text after"),
+    ("Text {{nowrap|\n{|\n| a\n|}\n}} after", "Text after"),
+    ("Text\n{|\n| {{nowrap|\n|}} b\n|}\nafter", "Text\nafter"),
+    # table debris: a "|}" with no table open
+    ("Text\n|}\nafter", "Text\nafter"),
+    # "{|" inside a sentence is not a table
+    ("the set {|x| : x > 0} here", "the set {|x| : x > 0} here"),
+])
+def test_no_markup_residue(wikitext, expected):
+    result = extract(wikitext)
+    assert result.text == expected
+    if "{|x|" not in wikitext:
+        assert not any(markup in result.text for markup in RESIDUE)
+
+
+def test_unclosed_ref_at_page_end_counts_its_links():
+    result = extract("Fact.<ref>See [[Source]] and [[Other]]")
+    assert result.text == "Fact."
+    assert result.counts["links_in_ref"] == 2 and result.counts["unclosed_tag"] == 1

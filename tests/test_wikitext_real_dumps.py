@@ -129,6 +129,12 @@ _COMMENT = re.compile(r"<!--.*?(?:-->|\Z)", re.S)
 _REF = re.compile(r"<ref[^>/]*/>|<ref(?:\s[^>]*)?>.*?</ref\s*>", re.S | re.I)
 _GALLERY = re.compile(r"<(gallery|imagemap|math|timeline)\b.*?</\1\s*>", re.S | re.I)
 _INNER_TEMPLATE = re.compile(r"\{\{[^{}]*\}\}")
+# Templates the registry renders with their text (and its links): unwrapped, not removed.
+_TEXT_TEMPLATE = re.compile(r"\{\{\s*(?:quote|cquote|blockquote|quotation|lang|langx|lang-[\w-]+|"
+                            r"nowrap|nobr|small|smaller|big|em|transl|nihongo\d?)\s*\|([^{}]*)\}\}",
+                            re.IGNORECASE)
+_LINK_TEMPLATE = re.compile(r"\{\{\s*(?:iw|нп|не перекладено|ill|interlanguage link)\s*\|([^|{}]*)[^{}]*\}\}",
+                            re.IGNORECASE)
 _TABLE = re.compile(r"^[ \t:]*\{\|.*?^[ \t]*\|\}", re.S | re.M)
 _FILE_LINK = re.compile(r"\[\[\s*(?:file|image|файл|зображення)\s*:[^\[\]]*"
                         r"(?:\[\[[^\[\]]*\]\][^\[\]]*)*\]\]", re.I)
@@ -143,6 +149,8 @@ def independent_link_estimate(wikitext: str) -> int:
     text = _REF.sub("", text)
     text = _GALLERY.sub("", text)
     for _ in range(20):
+        text = _TEXT_TEMPLATE.sub(r"\1", text)
+        text = _LINK_TEMPLATE.sub(r"[[\1]]", text)
         text, replaced = _INNER_TEMPLATE.subn("", text)
         if not replaced:
             break

@@ -26,6 +26,7 @@ from trainer import checkpoint
 from trainer.config import Config, config_json, dump_config, help_text, load_config
 from trainer.data import (Collator, CorpusError, GlobalSampleOrder, Prefetcher, TrainBatches, load_tokenizer,
                           open_corpus, validation_batches)
+from trainer.jit_ops import prebuild_deepspeed_comm_op
 from trainer.memory import zero_table_traffic_bytes
 from trainer.metrics import MetricsLog, StepAccumulator, Timer, flops_per_step, peak_flops, plot_losses, summarize
 from trainer.model import EDMem, EDMemSpec
@@ -136,6 +137,7 @@ def train(argv: list[str] | None = None) -> None:
     if "RANK" not in os.environ:  # plain `python -m trainer.pretrain`: a world of one
         os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
                           MASTER_PORT=os.environ.get("MASTER_PORT", "29511"))
+    prebuild_deepspeed_comm_op()  # never waits on a build lock left by a killed process
     deepspeed.init_distributed()
     rank, world_size = dist.get_rank(), dist.get_world_size()
     local_rank = int(os.environ.get("LOCAL_RANK", 0))

@@ -61,6 +61,25 @@ def vocab_order_key(entity_count: tuple[str, int]) -> tuple[int, str]:
     return (-count, entity)
 
 
+def vocab_cutoff(histogram: dict[int, int], size: int) -> tuple[int, int]:
+    """Where the ``size`` most-linked entities end, from {link count: entities with it}.
+
+    Returns ``(c, ties)``: every entity with more than ``c`` links is in; of
+    those with exactly ``c``, the first ``ties`` by title are, or all of them
+    when ``ties`` is -1. ``(0, -1)`` when all entities fit.
+    """
+    if sum(histogram.values()) <= size:
+        return 0, -1
+    taken = 0
+    for count in sorted(histogram, reverse=True):
+        n = histogram[count]
+        if taken + n >= size:
+            need = size - taken
+            return count, (need if need < n else -1)
+        taken += n
+    return 0, -1  # unreachable: the total exceeds size
+
+
 def vocab_rows(top: Iterable[tuple[str, int]]) -> list[dict]:
     """Entity-vocabulary rows: the reserved ids 0..2, then entities by vocab_order_key."""
     rows = [{"entity_id": i, "entity": name, "count": 0} for i, name in enumerate(SPECIAL_ENTITIES)]

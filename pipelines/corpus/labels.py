@@ -43,16 +43,19 @@ may send one candidate per origin; they are merged, and the label's source
 is ``"title_alias"`` (the title rule is the more specific reason), unless
 ``label_title_entity`` is off, when it is ``"same_page_alias"``.
 
-Speed: one scan over the article's tokens (words, single punctuation marks
-and single unspaced-script characters), each looked up in a dict of the
-aliases' first tokens; no per-alias regex.
+Speed: one Aho-Corasick pass (pyahocorasick, in C) over the folded text
+finds every occurrence of every alias of the page in time linear in the text
+and the hits; only hits are checked in Python, for whole-word boundaries.
 """
 from __future__ import annotations
 
 from pipelines.fields import option as _opt
 
+import functools
 import re
 import unicodedata
+
+import ahocorasick
 from collections import Counter
 from dataclasses import dataclass, field, fields
 from typing import Iterable, Sequence
@@ -80,17 +83,20 @@ _UNSPACED_RANGES = (
     "\u3005-\u3007\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f"
     "\U00020000-\U0002fa1f\U00030000-\U000323af"
 )
-# Lookup tokens (stdlib re: several times faster than Unicode-property classes). They only
-# need to split text and aliases the same way; whole-word checks are done explicitly
-# on each hit with the full definition of a word character (which adds combining marks).
+_UNSPACED_CHAR = re.compile(rf"[{_UNSPACED_RANGES}]")
+# Word tokens as the matcher's word rules see them: a whole-word occurrence of an alias
+# starts at a token of the text equal to the alias's first token, so aliases whose first
+# token is not in the page are skipped before the automaton is built (exact, and cheap).
 _TOKENS_SPLITTING_UNSPACED = re.compile(rf"[^\W{_UNSPACED_RANGES}]+|[{_UNSPACED_RANGES}]|[^\w\s]")
 _TOKENS_WHOLE_WORDS = re.compile(r"\w+|[^\w\s]")
-_UNSPACED_CHAR = re.compile(rf"[{_UNSPACED_RANGES}]")
 _DISAMBIGUATION_SUFFIX = re.compile(r"\s+\([^()]+\)$")
 _JOINERS = frozenset("\u200c\u200d")  # ZWNJ/ZWJ sit inside Persian and Indic words
+# Spaces and ASCII punctuation never join a word: most match edges, decided without _joins.
+_ASCII_NON_WORD = frozenset(chr(cp) for cp in range(128) if not (chr(cp).isalnum() or chr(cp) == "_"))
 
 # Every single-code-point Unicode space maps to " ", so a text's &nbsp; matches an alias's space.
 _SPACE_TO_BLANK = {cp: " " for cp in range(0x3000 + 1) if chr(cp).isspace() and cp != 0x20}
+_OTHER_SPACE = re.compile("[" + "".join(map(chr, _SPACE_TO_BLANK)) + "]")  # sub() is ~10x translate()
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +165,18 @@ class LabelConfig:
         "Skip aliases without any letter ('1990', '3:16', '100'): numbers are linked inconsistently "
         "and labelling every occurrence mostly adds noise.",
     )
+    top_aliases_per_page: int = _opt(
+        64,
+        "Each page receives this many aliases of every entity it refers to, the best first (its title, "
+        "then the most-used anchor texts: pipelines.corpus.candidates.alias_rank), plus every alias the "
+        "page itself uses as anchor text for that entity. Bounds the label join's volume per page.",
+    )
+    max_aliases_per_entity: int = _opt(
+        65536,
+        "At most this many aliases of one entity (the best by alias_rank, after the filters) are used for "
+        "labels at all: the bound of the label join's table side (a hub entity of full English Wikipedia "
+        "has thousands of anchor texts). A page's own anchors are looked up among them.",
+    )
     match_unspaced_scripts: bool = _opt(
         True,
         "In scripts written without spaces (Han, Kana, Thai, Lao, Khmer, Myanmar, Tibetan) match "
@@ -173,6 +191,9 @@ class LabelConfig:
             raise ValueError(f"min_alias_count must be >= 0, got {self.min_alias_count}")
         if not 0.0 <= self.min_prior <= 1.0:
             raise ValueError(f"min_prior must be in [0, 1], got {self.min_prior}")
+        if not 1 <= self.top_aliases_per_page <= self.max_aliases_per_entity:
+            raise ValueError("need 1 <= top_aliases_per_page <= max_aliases_per_entity, got "
+                             f"{self.top_aliases_per_page} and {self.max_aliases_per_entity}")
         if self.ambiguity not in AMBIGUITY_POLICIES:
             raise ValueError(f"ambiguity must be one of {AMBIGUITY_POLICIES}, got {self.ambiguity!r}")
         resolve_stopwords(self.stopwords)  # fail at construction, not in a worker
@@ -258,22 +279,63 @@ class _Target:
     source: str
 
 
+# A pre-filtered alias as the Beam job ships it to a page: (alias, count, prior, sources, first
+# token of the folded alias). See pipelines.corpus.candidates.
+PackedAlias = tuple[str, int, float, tuple[str, ...], str]
+
+
+def first_token(alias: str, config: LabelConfig) -> str:
+    """The first matching token of ``alias`` as folded for ``config`` ("" when it has none)."""
+    token_re = _TOKENS_SPLITTING_UNSPACED if config.match_unspaced_scripts else _TOKENS_WHOLE_WORDS
+    match = token_re.search(_fold(alias, config.case_sensitive))
+    return match.group() if match else ""
+
+
 def label_missing_mentions(
     text: str,
     hyperlinks: Sequence[Mention],
     candidates: Sequence[AliasCandidate],
     config: LabelConfig,
 ) -> list[Mention]:
-    """New mentions ("same_page_alias" / "title_alias") of the page, sorted by start."""
-    if not text or not candidates:
-        return []
-    targets = _resolve_targets(candidates, config)
-    if not targets:
+    """New mentions ("same_page_alias" / "title_alias") of the page, sorted by start.
+
+    ``candidates`` are filtered here (:func:`usable_candidates`); the Beam job
+    filters once per alias row instead and calls :func:`label_page`.
+    """
+    return label_page(text, hyperlinks, _packed(candidates, config), config)
+
+
+def _packed(candidates: Sequence[AliasCandidate], config: LabelConfig):
+    """Usable AliasCandidates as label_page's (entity, origins, packed aliases) triples."""
+    return [(c.entity, (c.origin,), ((c.alias, c.count, c.prior, c.sources, first_token(c.alias, config)),))
+            for c in usable_candidates(candidates, config)]
+
+
+def targets_for_candidates(candidates: Sequence[AliasCandidate], config: LabelConfig) -> dict[str, "_Target"]:
+    """Folded alias -> the entity it labels, for AliasCandidates (tests and benchmarks)."""
+    return _resolve_targets(_packed(candidates, config), None, config)
+
+
+def label_page(
+    text: str,
+    hyperlinks: Sequence[Mention],
+    entities: Iterable[tuple[str, tuple[str, ...], Sequence[PackedAlias]]],
+    config: LabelConfig,
+) -> list[Mention]:
+    """New mentions of the page from (entity, origins, usable packed aliases) triples.
+
+    The aliases must already pass :func:`rejection_reason`; an entity may come
+    more than once (its evidence is merged).
+    """
+    if not text:
         return []
     folded = _fold(text, config.case_sensitive)
     token_re = _TOKENS_SPLITTING_UNSPACED if config.match_unspaced_scripts else _TOKENS_WHOLE_WORDS
-    index = _first_token_index(targets, token_re)
-    occurrences = _find_occurrences(folded, index, token_re, config.match_unspaced_scripts)
+    present = set(token_re.findall(folded))
+    targets = _resolve_targets(entities, present, config)
+    if not targets:
+        return []
+    occurrences = _find_occurrences(folded, _alias_automaton(targets), config.match_unspaced_scripts)
     occupied = bytearray(len(text))
     for link in hyperlinks:
         start, end = max(0, link.start), min(len(text), link.end)
@@ -298,7 +360,7 @@ def count_by_source(mentions: Iterable[Mention]) -> dict[str, int]:
 
 def _fold(s: str, case_sensitive: bool) -> str:
     """Same-length normal form for matching: spaces unified, optionally lower-cased."""
-    s = s.translate(_SPACE_TO_BLANK)
+    s = _OTHER_SPACE.sub(" ", s)
     if case_sensitive:
         return s
     lowered = s.lower()
@@ -317,21 +379,32 @@ class _EntityEvidence:
     own_name: bool = False  # the page's own entity, and the alias is its title or a trusted redirect
 
 
-def _resolve_targets(candidates: Sequence[AliasCandidate], config: LabelConfig) -> dict[str, _Target]:
-    """Folded alias -> the one entity it labels, after switches, filters and ambiguity."""
+def _resolve_targets(entities, present: set[str] | None, config: LabelConfig) -> dict[str, _Target]:
+    """Folded alias -> the one entity it labels, after switches and ambiguity.
+
+    With ``present`` (the page's tokens), only aliases whose first token is
+    there are considered: the others cannot occur in the page as whole words.
+    """
     by_alias: dict[str, dict[str, _EntityEvidence]] = {}
-    for c in usable_candidates(candidates, config):
-        if c.origin not in ORIGINS:
-            raise ValueError(f"unknown candidate origin {c.origin!r} (expected one of {ORIGINS})")
-        if (c.origin == LINKED and not config.label_linked_entities) or (
-            c.origin == TITLE and not config.label_title_entity
-        ):
+    allowed = {LINKED: config.label_linked_entities, TITLE: config.label_title_entity}
+    case_sensitive = config.case_sensitive
+    for entity, origins, aliases in entities:
+        for origin in origins:
+            if origin not in ORIGINS:
+                raise ValueError(f"unknown candidate origin {origin!r} (expected one of {ORIGINS})")
+        origins = [o for o in origins if allowed[o]]
+        if not origins:
             continue
-        entities = by_alias.setdefault(_fold(c.alias, config.case_sensitive), {})
-        evidence = entities.setdefault(c.entity, _EntityEvidence())
-        evidence.prior = max(evidence.prior, c.prior)
-        evidence.origins.add(c.origin)
-        evidence.own_name = evidence.own_name or (c.origin == TITLE and is_curated_name(c, config))
+        title_origin = TITLE in origins
+        for alias, count, prior, sources, first in aliases:
+            if present is not None and first not in present:
+                continue
+            per_entity = by_alias.setdefault(alias if case_sensitive else _fold(alias, False), {})
+            evidence = per_entity.get(entity) or per_entity.setdefault(entity, _EntityEvidence())
+            evidence.prior = max(evidence.prior, prior)
+            evidence.origins.update(origins)
+            if title_origin and not evidence.own_name:
+                evidence.own_name = is_curated_name(AliasCandidate(alias, entity, count, prior, TITLE, sources), config)
     targets = {}
     for alias, entities in by_alias.items():
         entity = _pick_entity(entities, config.ambiguity)
@@ -355,42 +428,33 @@ def _pick_entity(entities: dict[str, _EntityEvidence], policy: str) -> str | Non
     return min(entities, key=lambda e: (-entities[e].prior, e))
 
 
-def _first_token_index(targets: dict[str, _Target], token_re: re.Pattern) -> dict[str, list[tuple[str, _Target]]]:
-    """First token of each alias -> its aliases, longest first."""
-    index: dict[str, list[tuple[str, _Target]]] = {}
+def _alias_automaton(targets: dict[str, _Target]) -> "ahocorasick.Automaton":
+    """An Aho-Corasick automaton of the page's folded aliases; each hit gives (length, target)."""
+    automaton = ahocorasick.Automaton()
     for alias, target in targets.items():
-        first = token_re.match(alias)
-        if first is None:  # only possible for an alias starting with a space; filtered before
-            continue
-        index.setdefault(first.group(), []).append((alias, target))
-    for bucket in index.values():
-        bucket.sort(key=lambda item: -len(item[0]))
-    return index
+        automaton.add_word(alias, (len(alias), target))
+    automaton.make_automaton()
+    return automaton
 
 
 def _find_occurrences(
-    folded: str,
-    index: dict[str, list[tuple[str, _Target]]],
-    token_re: re.Pattern,
-    split_unspaced: bool,
+    folded: str, automaton: "ahocorasick.Automaton", split_unspaced: bool
 ) -> list[tuple[int, int, _Target]]:
-    """Every whole-word occurrence (start, end, target) of every alias."""
+    """Every whole-word occurrence (start, end, target) of every alias.
+
+    The automaton reports every occurrence, overlapping ones included; those
+    that continue a word at either end are dropped.
+    """
     found = []
     n = len(folded)
-    get = index.get
-    for tok in token_re.finditer(folded):
-        bucket = get(tok.group())
-        if bucket is None:
+    joins, separator = _joins, _ASCII_NON_WORD
+    for last, (length, target) in automaton.iter(folded):
+        start, end = last + 1 - length, last + 1
+        if start and (before := folded[start - 1]) not in separator and joins(before, folded[start], split_unspaced):
             continue
-        start = tok.start()
-        if start and _joins(folded[start - 1], folded[start], split_unspaced):
+        if end < n and (after := folded[end]) not in separator and joins(folded[last], after, split_unspaced):
             continue
-        for alias, target in bucket:
-            end = start + len(alias)
-            if folded.startswith(alias, start) and (
-                end == n or not _joins(alias[-1], folded[end], split_unspaced)
-            ):
-                found.append((start, end, target))
+        found.append((start, end, target))
     return found
 
 
@@ -398,6 +462,7 @@ def _is_word_char(ch: str) -> bool:
     return ch.isalnum() or ch in _JOINERS or unicodedata.category(ch) in ("Pc", "Mn", "Mc", "Me")
 
 
+@functools.lru_cache(maxsize=1 << 16)  # called for every alias hit, on few distinct character pairs
 def _joins(left: str, right: str, split_unspaced: bool) -> bool:
     """Do two adjacent characters belong to one word (so a match may not cut between them)?"""
     if not (_is_word_char(left) and _is_word_char(right)):

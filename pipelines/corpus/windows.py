@@ -14,7 +14,7 @@ if any; one longer than the window fits nowhere).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Sequence
 
 from pipelines.corpus.tokenizer import TokenMention
@@ -67,9 +67,7 @@ def cut_windows(
         last_k = min(last, m.token_start // step)
         for k in range(first_k, last_k + 1):
             w = windows[k]
-            w.mentions.append(
-                replace(m, token_start=m.token_start - w.token_start, token_end=m.token_end - w.token_start)
-            )
+            w.mentions.append(TokenMention(m.token_start - w.token_start, m.token_end - w.token_start, m.mention))
     return windows
 
 

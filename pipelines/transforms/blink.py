@@ -4,19 +4,24 @@
 optional extra labeller: it detects mention spans the article does not have yet
 (alias-table matches and, with a trained spaCy pipeline, named entities), links
 them with a BLINK model, and adds ``Mention(..., source="blink")`` for those
-whose score (the linker's softmax probability) reaches the threshold. A new
+whose final score reaches the linker's threshold: the same combined
+(model + alias prior) probability and the same ``threshold`` as
+``linker.cli link`` and ``link_mentions`` (see :mod:`linker.combine`). A new
 mention never overlaps an existing one: hyperlinks and the heuristic labels
-win. The index is the one of an existing corpus output (entity vocabulary,
-descriptions, alias table, and the saved encodings ``python -m linker.cli
-index`` builds); mentions name entities by title, so the corpus job maps them
-onto its own vocabulary.
+win. The linker covers an existing corpus output (``--blink_corpus``: entity
+vocabulary, descriptions, alias table; or BLINK's own KB with ``--blink_kb
+blink:DIR`` mapped onto it); mentions name entities by the corpus's title, so
+the corpus job maps them onto its own vocabulary.
 
 ``LinkRecords`` (JSONL record dicts -> record dicts with mentions) is the body
 of ``pipelines/link_mentions.py``.
 
-Both load the linker once per worker process (``apache_beam.utils.shared``),
-never build entity encodings on workers (they must exist), and count what
-they do with ``CountingDoFn``.
+Both load the linker once per worker process (``apache_beam.utils.shared``)
+from the folder :func:`linker.link.prepare_linker` built on the launching
+machine: the knowledge base, the alias candidate index (limited to vocabulary
+entities and their top-K aliases) and the encodings are memory-mapped, so a
+worker's memory does not grow with the alias table or the KB. Nothing is
+built on workers, and what they do is counted with ``CountingDoFn``.
 """
 from __future__ import annotations
 
@@ -88,47 +93,63 @@ class _LinkerDoFn(CountingDoFn):
 
 
 class AddBlinkLabelsFn(_LinkerDoFn):
-    def __init__(self, linker_config, threshold: float) -> None:
-        super().__init__(linker_config)
-        self.threshold = threshold
-
     def process(self, article: LabeledArticle):
         blocked = [(m.start, m.end) for m in article.mentions]
         spans = self.linker.detect(article.text, blocked)
         self.count("blink/articles")
         self.count("blink/detected_spans", len(spans))
         linked = self.linker.link_spans(article.text, spans) if spans else []
-        labeled, counts = add_blink_mentions(article, linked, self.threshold)
+        linked = [lm for lm in linked if lm.entity_id >= 0 or self.linker.config.kb_unmapped == "keep"]
+        labeled, counts = add_blink_mentions(article, linked, self.linker.config.threshold)
         self.count(f"mentions/{BLINK}", counts.added)
         self.count("blink/rejected_below_threshold", counts.below_threshold)
         self.count("blink/rejected_overlapping", counts.overlapping)
         yield labeled
 
 
-def blink_linker_config(model: str, corpus: str, language: str = "en", **overrides):
-    """The LinkerConfig the corpus job's ``--blink_model`` / ``--blink_corpus`` options stand for:
-    mention detection in the dump's language, the BLINK release's retrieval defaults."""
-    from linker.link import LinkerConfig
-    from linker.mentions import DetectorConfig
+def blink_linker_config(model: str, corpus: str, language: str = "en", config_file: str = "", **overrides):
+    """The LinkerConfig the corpus job's ``--blink_*`` options stand for: a linker YAML
+    (``--blink_config``, e.g. configs/linker/corpus_labels.yaml) or the defaults, with mention
+    detection in the dump's language (the text labelled is the dump's); ``overrides`` (kb, threshold) win."""
+    import dataclasses
 
-    config = LinkerConfig(model=model, corpus=corpus, detector=DetectorConfig(language=language or "en"), **overrides)
+    from linker.link import LinkerConfig
+    from pipelines.config import parse_config
+
+    base, rest = parse_config(LinkerConfig, ["--config", config_file] if config_file else [])
+    if rest:
+        raise ValueError(f"{config_file}: unexpected {rest}")
+    detector = dataclasses.replace(base.detector, language=language or base.detector.language)
+    config = dataclasses.replace(base, model=model, corpus=corpus, detector=detector,
+                                 **{k: v for k, v in overrides.items() if v is not None})
     config.validate()
     return config
 
 
-class AddBlinkLabels(beam.PTransform):
-    """LabeledArticle -> LabeledArticle with BLINK labels added; returns {"articles", "stats"}."""
+def corpus_job_linker_config(cfg, language: str):
+    """The linker of a WikiMentionsConfig with ``--blink_model``."""
+    return blink_linker_config(cfg.blink_model, cfg.blink_corpus, language, getattr(cfg, "blink_config", ""),
+                               kb=getattr(cfg, "blink_kb", "") or None, threshold=cfg.blink_threshold)
 
-    def __init__(self, linker_config, threshold: float = 0.5) -> None:
+
+class AddBlinkLabels(beam.PTransform):
+    """LabeledArticle -> LabeledArticle with BLINK labels added; returns {"articles", "stats"}.
+    ``threshold`` (when given) replaces the linker config's."""
+
+    def __init__(self, linker_config, threshold: float | None = None) -> None:
+        import dataclasses
+
         super().__init__()
-        if not 0.0 <= threshold <= 1.0:
-            raise ValueError(f"the BLINK threshold is a probability: got {threshold}")
+        if threshold is not None:
+            if not 0.0 <= threshold <= 1.0:
+                raise ValueError(f"the BLINK threshold is a probability: got {threshold}")
+            linker_config = dataclasses.replace(linker_config, threshold=threshold)
         self.linker_config = linker_config
-        self.threshold = threshold
+        self.threshold = linker_config.threshold
 
     def expand(self, articles):
         out = articles | "LinkUnlabeledSpans" >> beam.ParDo(
-            AddBlinkLabelsFn(self.linker_config, self.threshold)).with_outputs(STATS, main="articles")
+            AddBlinkLabelsFn(self.linker_config)).with_outputs(STATS, main="articles")
         return {"articles": out.articles, "stats": [out[STATS]]}
 
 
@@ -140,7 +161,6 @@ class RecordOptions:
     text_field: str = "text"
     mentions_field: str = "mentions"
     tokenizer: str = ""  # "" : character spans only
-    min_score: float = 0.0
 
 
 def mention_rows(linked, token_spans: dict | None) -> list[dict]:
@@ -200,8 +220,8 @@ class LinkRecordsFn(_LinkerDoFn):
             records.append(record)
             items.append((text, self.linker.detect(text)))
         for record, (text, _), linked in zip(records, items, self.linker.link_batch(items)):
-            kept = [lm for lm in linked if lm.score >= opts.min_score]
-            self.count("mentions/below_min_score", len(linked) - len(kept))
+            kept = [lm for lm in linked if self.linker.accepted(lm)]
+            self.count("mentions/below_threshold", len(linked) - len(kept))
             token_spans = None
             if self.tokenizer is not None:
                 token_spans, token_ids = self.token_spans(text, kept)

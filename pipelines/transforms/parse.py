@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from dataclasses import dataclass
 
 import apache_beam as beam
+from apache_beam.transforms.window import GlobalWindows
 
+from pipelines.corpus.resolution import ARTICLE, DISAMBIGUATION, OTHER_NAMESPACE_REDIRECT, REDIRECT
 from pipelines.dump import ReadRange, iter_pages
 from pipelines.records import Article, DeadLetter, RawPage, SiteInfo
 from pipelines.transforms.stats import STATS, CountingDoFn
@@ -42,14 +45,28 @@ LINK_DROP_KEYS = frozenset({
 
 
 def extraction_counter(key: str) -> str:
-    """Extraction count key -> counter name: links/*, links_dropped/* or removed/*."""
+    """Extraction count key -> counter name: links/*, links_dropped/*, templates/* or removed/*."""
     if key == "links_kept":
         return "links/kept"
     if key == "self_links":
         return "links/self_links"
     if key.startswith("links_in_") or key in LINK_DROP_KEYS:
         return f"links_dropped/{key}"
+    if key.startswith("templates_"):  # templates_rendered -> templates/rendered
+        return f"templates/{key[len('templates_'):]}"
     return f"removed/{key}"
+
+
+# Template calls by name. Rendered and omitted names are the registry's (a few
+# hundred at most): Beam metrics and stats, like any counter. Dropped names are
+# whatever the wiki uses (~100k distinct on enwiki): too many for metrics
+# (Dataflow caps a job's counters), so they are data only, summed across the
+# job, and stats.json keeps the TOP_DROPPED_TEMPLATES most frequent plus
+# "templates_dropped/(other)" for the rest.
+TEMPLATE_NAMES = "template_names"  # tagged output of ClassifyPages: (dropped name, calls)
+TOP_DROPPED_TEMPLATES = 200
+OTHER_DROPPED_TEMPLATES = "templates_dropped/(other)"
+MAX_NAMES_PER_BUNDLE = 20_000  # beyond this, a bundle's extra names go to "(other)" at once
 
 
 MAX_LOGGED_DEAD_LETTERS = 50  # per worker; the rest are counted and written, not logged
@@ -121,6 +138,29 @@ class ClassifyPagesFn(CountingDoFn, _DeadLetterLogging):
         super().__init__()
         self.site = site
         self.options = options
+        self._dropped_templates: Counter = Counter()
+
+    def start_bundle(self) -> None:
+        super().start_bundle()
+        self._dropped_templates = Counter()
+
+    def finish_bundle(self):
+        yield from super().finish_bundle()
+        dropped, self._dropped_templates = self._dropped_templates, Counter()
+        for name in sorted(dropped):
+            yield beam.pvalue.TaggedOutput(
+                TEMPLATE_NAMES, GlobalWindows.windowed_value((name, dropped[name])))
+
+    def _count_templates(self, names: dict[str, int]) -> None:
+        dropped = self._dropped_templates
+        for key, n in names.items():
+            outcome, name = key.split("/", 1)
+            if outcome != "dropped":
+                self.count(f"templates_{outcome}/{name}", n)
+            elif name in dropped or len(dropped) < MAX_NAMES_PER_BUNDLE:
+                dropped[name] += n
+            else:
+                self.count(OTHER_DROPPED_TEMPLATES, n)
 
     def _dead(self, page: RawPage, reason: str, detail: str = ""):
         dl = DeadLetter(stage="extract", reason=reason, page_id=page.page_id, title=page.title, detail=detail[:2000])
@@ -129,6 +169,7 @@ class ClassifyPagesFn(CountingDoFn, _DeadLetterLogging):
         return beam.pvalue.TaggedOutput(DEAD, dl)
 
     def process(self, page: RawPage):
+        self.count("volume/ParseWikiDump/in")
         if page.ns != 0:
             self.count("pages_not_in_main_namespace")
             return
@@ -147,10 +188,14 @@ class ClassifyPagesFn(CountingDoFn, _DeadLetterLogging):
         if is_redirect:
             self.count("redirects")
             if not target:
+                # The page exists, so links to it are not red links; it is never an entity.
                 self.count("redirects_out_of_main_namespace")
+                self.count("volume/ParseWikiDump/out")
+                yield beam.pvalue.TaggedOutput(PAGE_KINDS, (title, OTHER_NAMESPACE_REDIRECT))
                 return
+            self.count("volume/ParseWikiDump/out", 2)
             yield beam.pvalue.TaggedOutput(REDIRECTS, (title, target))
-            yield beam.pvalue.TaggedOutput(PAGE_KINDS, (title, "redirect"))
+            yield beam.pvalue.TaggedOutput(PAGE_KINDS, (title, REDIRECT))
             return
         if not page.text.strip():
             yield self._dead(page, "empty_page")
@@ -160,7 +205,8 @@ class ClassifyPagesFn(CountingDoFn, _DeadLetterLogging):
             return
         if is_disambiguation(page.text, self.site, self.options.disambiguation):
             self.count("disambiguation_pages")
-            yield beam.pvalue.TaggedOutput(PAGE_KINDS, (title, "disambiguation"))
+            self.count("volume/ParseWikiDump/out")
+            yield beam.pvalue.TaggedOutput(PAGE_KINDS, (title, DISAMBIGUATION))
             return
         try:
             extraction = extract_article(page.text, self.site, title=title)
@@ -173,10 +219,15 @@ class ClassifyPagesFn(CountingDoFn, _DeadLetterLogging):
         self.count("articles")
         for key, n in extraction.counts.items():
             self.count(extraction_counter(key), n)
+        self._count_templates(extraction.template_names)
+        if extraction.parser != "fast":  # pages the fast path handed to mwparserfromhell
+            self.count("extraction/parser_fallback")
         if not extraction.text.strip():
             self.count("articles_without_text")
-        yield beam.pvalue.TaggedOutput(PAGE_KINDS, (title, "article"))
-        yield Article(page_id=page.page_id, title=title, text=extraction.text, links=extraction.links)
+        self.count("volume/ParseWikiDump/out", 2)
+        yield beam.pvalue.TaggedOutput(PAGE_KINDS, (title, ARTICLE))
+        yield Article(page_id=page.page_id, title=title, text=extraction.text, links=extraction.links,
+                      revision_id=page.revision_id)
 
     def _redirect_title(self, raw: str) -> str | None:
         target = parse_link_target(raw, self.site)
@@ -204,8 +255,8 @@ class ParseWikiDump(beam.PTransform):
     """Read ranges of a dump and classify its pages.
 
     Returns a dict of PCollections: ``articles`` (Article), ``redirects``
-    ((source title, target title)), ``page_kinds`` ((title, "article" |
-    "disambiguation" | "redirect")), ``dead`` (DeadLetter) and ``stats``.
+    ((source title, target title)), ``page_kinds`` ((title, kind), kinds in
+    :mod:`pipelines.corpus.resolution`), ``dead`` (DeadLetter) and ``stats``.
     """
 
     def __init__(self, ranges: list[ReadRange], site: SiteInfo, options: ParseOptions) -> None:
@@ -231,13 +282,45 @@ class ParseWikiDump(beam.PTransform):
             read.pages
             | "SpreadPages" >> beam.Reshuffle()
             | "ClassifyPages" >> beam.ParDo(ClassifyPagesFn(self.site, self.options)).with_outputs(
-                REDIRECTS, PAGE_KINDS, DEAD, STATS, main=ARTICLES)
+                REDIRECTS, PAGE_KINDS, DEAD, STATS, TEMPLATE_NAMES, main=ARTICLES)
         )
         dead = (note[DEAD], read[DEAD], classified[DEAD]) | "FlattenParseDead" >> beam.Flatten()
+        dropped_templates = classified[TEMPLATE_NAMES] | "TopDroppedTemplates" >> TopDroppedTemplates()
         return {
             "articles": classified[ARTICLES],
             "redirects": classified[REDIRECTS],
             "page_kinds": classified[PAGE_KINDS],
             "dead": dead,
-            "stats": [note[STATS], read[STATS], classified[STATS]],
+            "stats": [note[STATS], read[STATS], classified[STATS], dropped_templates],
         }
+
+
+class TopDroppedTemplates(beam.PTransform):
+    """(dropped template name, calls) -> stats entries for the most frequent names.
+
+    Yields ``("templates_dropped/NAME", calls)`` for the ``top`` most called
+    names (ties broken by name, so reruns agree) and
+    ``("templates_dropped/(other)", calls)`` for the rest. Memory is bounded:
+    a per-name sum (a shuffle), a top-N combiner and a global sum.
+    """
+
+    def __init__(self, top: int = TOP_DROPPED_TEMPLATES) -> None:
+        super().__init__()
+        self.top = top
+
+    def expand(self, names):
+        summed = names | "SumPerName" >> beam.CombinePerKey(sum)
+        total = summed | "Calls" >> beam.Values() | "SumCalls" >> beam.CombineGlobally(sum)
+        return (
+            summed
+            | "MostCalled" >> beam.combiners.Top.Of(self.top, key=lambda item: (item[1], item[0]))
+            | "AsStats" >> beam.FlatMap(_dropped_template_stats, total=beam.pvalue.AsSingleton(total))
+        )
+
+
+def _dropped_template_stats(top: list[tuple[str, int]], total: int):
+    for name, calls in top:
+        yield f"templates_dropped/{name}", calls
+    other = total - sum(calls for _name, calls in top)
+    if other:
+        yield OTHER_DROPPED_TEMPLATES, other

@@ -1,30 +1,38 @@
 """LabelMissingMentions and ChunkWindows: articles -> labelled, tokenised 128-token windows.
 
-Per-page alias sets come from key joins: each page's candidate entities (the
-entities it links to, and its own title entity) are joined with the alias
-table keyed by entity, then regrouped by page id beside the article. No
-alias table in a side input; only the entity vocabulary (<= N rows) is one.
+Per-page alias sets come from key joins, with a volume linear in the corpus:
+
+1. Alias rows are filtered once (length, letters, stopwords, rarity, prior)
+   and capped to the ``labels.max_aliases_per_entity`` best aliases of each
+   entity (a Top-per-key combiner, lifted before the shuffle).
+2. Each page's references to entities (the entities it links to, and its own
+   title entity) are joined with those aliases keyed by entity: a LookupJoin,
+   so the ~500k pages that refer to a hub entity are split into bounded
+   groups; a page's references to one entity are de-duplicated there, and the
+   page receives one element per entity it refers to.
+3. The article, its resolved link targets and those elements meet by page id.
+
+No alias table in a side input; only the entity vocabulary (<= N rows) is one.
 """
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 import apache_beam as beam
 
-from pipelines.corpus.labels import AliasCandidate, LabelConfig, label_missing_mentions, usable_candidates
+from pipelines.corpus.alias_table import clean_alias
+from pipelines.corpus.candidates import RankedAliases, alias_rank, usable_alias
+from pipelines.corpus.labels import LINKED, TITLE, LabelConfig, label_page
 from pipelines.corpus.split import split_of
-from pipelines.corpus.tokenizer import load_tokenizer, tokenize_with_mentions
+from pipelines.corpus.tokenizer import load_encoder, tokenize_with_mentions
 from pipelines.corpus.windows import cut_windows
 from pipelines.records import Article, LabeledArticle, Mention
+from pipelines.transforms.joins import GroupJoinFn, LookupJoin
 from pipelines.transforms.stats import STATS, CountingDoFn
-from pipelines.transforms.write import stable_shard
 from schemas import UNK_ENTITY_ID
 
 HYPERLINK = "hyperlink"
-
-
-def usable_status(status: str, keep_red_links: bool) -> bool:
-    return status == "article" or (status == "red_link" and keep_red_links)
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,50 +42,108 @@ class PassageOptions:
     overlap: int
     validation_fraction: float
     split_salt: str
-    num_shards: int
 
 
-class CandidatesForEntityFn(beam.DoFn):
-    """(entity, {"refs": [(page_id, origin)], "aliases": [(alias, count, prior, sources)]}) -> (page_id, AliasCandidate)."""
+class UsableAliasesFn(CountingDoFn):
+    """Alias row -> (entity, packed alias) when the labeller may use it; drops counted by reason."""
 
-    def process(self, element):
-        entity, grouped = element
-        refs = sorted(set(grouped["refs"]))
-        if not refs:
+    def __init__(self, config: LabelConfig) -> None:
+        super().__init__()
+        self.config = config
+
+    def process(self, row):
+        self.count("volume/LabelMissingMentions/in")
+        reason, packed = usable_alias(row, self.config)
+        if reason is not None:
+            self.count(f"label_aliases_dropped/{reason}")
             return
-        aliases = list(grouped["aliases"])
-        for page_id, origin in refs:
-            for alias, count, prior, sources in aliases:
-                yield page_id, AliasCandidate(
-                    alias=alias, entity=entity, count=count, prior=prior, origin=origin, sources=tuple(sources))
+        self.count("label_aliases/usable")
+        alias, count, _prior, sources, _first = packed
+        yield row["entity"], (alias_rank(alias, row["entity"], count, sources), packed)
+
+
+def _rank_of(ranked_alias):
+    return ranked_alias[0]
+
+
+def latest_article(articles: list[Article]) -> Article:
+    """The article kept for a page id that a broken dump repeats: the latest
+    revision, then the smallest title and text (deterministic on any runner)."""
+    return min(articles, key=lambda a: (-(a.revision_id if a.revision_id is not None else -1), a.title, a.text))
+
+
+class CandidatesForEntityFn(GroupJoinFn):
+    """Key: an entity; table: its best aliases (one list of (rank, packed alias), at most
+    ``max_aliases_per_entity``); requests: (page_id, "linked", link target, the page's anchor
+    texts for it) and (page_id, "title", None, ()).
+
+    -> (page_id, (entity, origins, aliases, link targets)) once per page of the group,
+    with the aliases :meth:`RankedAliases.for_page` picks and the page's link targets that
+    resolve to the entity (so the page join needs no per-link resolution elements).
+    """
+
+    join_name = "LabelCandidates"
+
+    def __init__(self, top_per_page: int) -> None:
+        super().__init__()
+        self.top_per_page = top_per_page
+
+    def join(self, entity, salt, tables, refs):
+        origins_by_page: dict[int, set] = {}
+        anchors_by_page: dict[int, set] = {}
+        targets_by_page: dict[int, set] = {}
+        for page_id, origin, target, surfaces in refs:
+            self.count("volume/LabelMissingMentions/in")
+            origins_by_page.setdefault(page_id, set()).add(origin)
+            anchors = anchors_by_page.setdefault(page_id, set())
+            for surface in surfaces:
+                anchors.add(clean_alias(surface))
+            if target is not None:
+                targets_by_page.setdefault(page_id, set()).add(target)
+        ranked = RankedAliases([packed for _rank, packed in tables[0]] if tables else [])  # []: no usable alias
+        for page_id in sorted(origins_by_page):
+            targets = tuple(sorted(targets_by_page.get(page_id, ())))
+            aliases = ranked.for_page(self.top_per_page, anchors_by_page[page_id])
+            if aliases or targets:
+                self.count("volume/LabelCandidates/out")
+                self.count("volume/LabelCandidates/aliases_out", len(aliases))
+                yield page_id, (entity, tuple(sorted(origins_by_page[page_id])), aliases, targets)
 
 
 class LabelArticleFn(CountingDoFn):
-    """(page_id, {"article", "targets", "candidates"}) -> LabeledArticle."""
+    """(page_id, {"article", "candidates"}) -> LabeledArticle.
 
-    def __init__(self, config: LabelConfig, keep_red_links: bool) -> None:
+    A link is a hyperlink mention when its target came back resolved to an
+    entity in the candidates; the others were counted as dropped by ResolveLinks.
+    """
+
+    def __init__(self, config: LabelConfig) -> None:
         super().__init__()
         self.config = config
-        self.keep_red_links = keep_red_links
 
     def process(self, element):
         page_id, grouped = element
         articles = grouped["article"]
         if not articles:
             return
-        article: Article = articles[0]
+        article = latest_article(articles)
+        group = len(articles) + len(grouped["candidates"])
+        self.count("volume/JoinPageParts/requests", group)
+        self.observe_max("largest_group/JoinPageParts", group)  # bounded by the page's size, not the corpus
+        self.count("volume/LabelMissingMentions/out")
         if len(articles) > 1:
             self.count("duplicate_page_ids", len(articles) - 1)
-        resolution = {target: (status, entity) for target, status, entity in grouped["targets"]}
-        hyperlinks: list[Mention] = []
-        for link in article.links:
-            status, entity = resolution.get(link.target, ("red_link", link.target))
-            if not usable_status(status, self.keep_red_links):
-                self.count(f"links_dropped/{status}")
-                continue
-            hyperlinks.append(Mention(link.start, link.end, link.surface, entity, HYPERLINK))
-        candidates = usable_candidates(grouped["candidates"], self.config)
-        labels = label_missing_mentions(article.text, hyperlinks, candidates, self.config)
+        entity_of = {target: entity for entity, _o, _a, targets in grouped["candidates"] for target in targets}
+        hyperlinks = [Mention(link.start, link.end, link.surface, entity_of[link.target], HYPERLINK)
+                      for link in article.links if link.target in entity_of]
+        linked = {m.entity for m in hyperlinks}
+        entities = []
+        for entity, origins, aliases, _targets in grouped["candidates"]:
+            # Only what this article refers to (a repeated page id's other copy may refer to more).
+            kept = tuple(o for o in origins if (o == LINKED and entity in linked) or (o == TITLE and entity == article.title))
+            if kept and aliases:
+                entities.append((entity, kept, aliases))
+        labels = label_page(article.text, hyperlinks, entities, self.config)
         self.count(f"mentions/{HYPERLINK}", len(hyperlinks))
         for label in labels:
             self.count(f"mentions/{label.source}")
@@ -86,50 +152,46 @@ class LabelArticleFn(CountingDoFn):
 
 
 class LabelMissingMentions(beam.PTransform):
-    """Articles + resolved link targets + alias rows -> LabeledArticle."""
+    """Articles + entity refs of their usable links + alias rows -> LabeledArticle.
 
-    def __init__(self, config: LabelConfig, keep_red_links: bool) -> None:
+    Inputs: ``articles``; ``entity_refs`` ((entity, (page_id, "linked", target,
+    anchor texts)) of usable links);
+    ``entity_links`` ((entity, links), an upper bound of the pages per entity);
+    ``alias_rows`` (alias-table dicts).
+    """
+
+    def __init__(self, config: LabelConfig, max_group: int) -> None:
         super().__init__()
         self.config = config
-        self.keep_red_links = keep_red_links
+        self.max_group = max_group
 
     def expand(self, inputs):
         articles = inputs["articles"]
-        page_targets = inputs["page_targets"]  # (page_id, (target, status, entity))
-        alias_rows = inputs["alias_rows"]
-        keep_red = self.keep_red_links
-        min_chars = self.config.min_alias_chars
-
-        aliases_by_entity = (
-            alias_rows
-            | "ShortAliasesOut" >> beam.Filter(lambda r: len(r["alias"]) >= min_chars)
-            | "AliasesByEntity" >> beam.Map(lambda r: (r["entity"], (r["alias"], r["count"], r["prior"], r["sources"])))
+        usable = inputs["alias_rows"] | "UsableAliases" >> beam.ParDo(UsableAliasesFn(self.config)).with_outputs(
+            STATS, main="aliases")
+        top_aliases = (
+            usable.aliases
+            | "TopAliasesPerEntity" >> beam.combiners.Top.PerKey(
+                self.config.max_aliases_per_entity, key=_rank_of, reverse=True)
         )
-        linked_refs = (
-            page_targets
-            | "UsableTargets" >> beam.Filter(lambda kv: usable_status(kv[1][1], keep_red))
-            | "LinkedEntityRef" >> beam.Map(lambda kv: (kv[1][2], (kv[0], "linked")))
-        )
-        title_refs = articles | "TitleEntityRef" >> beam.Map(lambda a: (a.title, (a.page_id, "title")))
-        candidates = (
-            {"refs": (linked_refs, title_refs) | "FlattenEntityRefs" >> beam.Flatten(), "aliases": aliases_by_entity}
-            | "JoinEntityAliases" >> beam.CoGroupByKey()
-            | "CandidatesPerPage" >> beam.ParDo(CandidatesForEntityFn())
-        )
+        title_refs = articles | "TitleEntityRef" >> beam.Map(lambda a: (a.title, (a.page_id, TITLE, None, ())))
+        refs = (inputs["entity_refs"], title_refs) | "FlattenEntityRefs" >> beam.Flatten()
+        ref_counts = inputs["entity_links"] | "RefsUpperBound" >> beam.Map(lambda kv: (kv[0], kv[1] + 1))
+        candidates = {"requests": refs, "table": top_aliases, "request_counts": ref_counts} | (
+            "JoinEntityAliases" >> LookupJoin(CandidatesForEntityFn(self.config.top_aliases_per_page), lambda ref: ref[0], self.max_group, main="out"))
         labeled = (
             {
                 "article": articles | "ArticleByPageId" >> beam.Map(lambda a: (a.page_id, a)),
-                "targets": page_targets,
-                "candidates": candidates,
+                "candidates": candidates.out,
             }
             | "JoinPageParts" >> beam.CoGroupByKey()
-            | "LabelArticles" >> beam.ParDo(LabelArticleFn(self.config, self.keep_red_links)).with_outputs(STATS, main="articles")
+            | "LabelArticles" >> beam.ParDo(LabelArticleFn(self.config)).with_outputs(STATS, main="articles")
         )
-        return {"articles": labeled.articles, "stats": [labeled[STATS]]}
+        return {"articles": labeled.articles, "stats": [usable[STATS], candidates[STATS], labeled[STATS]]}
 
 
 class ChunkWindowsFn(CountingDoFn):
-    """LabeledArticle -> ((split, shard), passage row) for every window."""
+    """LabeledArticle -> (split, page id as the shard key, passage row) for every window."""
 
     def __init__(self, options: PassageOptions) -> None:
         super().__init__()
@@ -137,10 +199,11 @@ class ChunkWindowsFn(CountingDoFn):
         self.tokenizer = None
 
     def setup(self) -> None:
-        self.tokenizer = load_tokenizer(self.options.tokenizer)
+        self.tokenizer = load_encoder(self.options.tokenizer)  # tiktoken for the default GPT-2 BPE
 
     def process(self, article: LabeledArticle, vocab: dict):
         opts = self.options
+        self.count("volume/ChunkWindows/in")
         tokenized = tokenize_with_mentions(article.text, article.mentions, self.tokenizer)
         self.count("mentions_dropped/not_token_aligned", tokenized.dropped)
         windows = cut_windows(tokenized.token_ids, tokenized.spans, window=opts.window, overlap=opts.overlap)
@@ -148,18 +211,20 @@ class ChunkWindowsFn(CountingDoFn):
             self.count("articles_without_tokens")
             return
         split = split_of(article.page_id, opts.validation_fraction, salt=opts.split_salt)
-        shard = stable_shard(str(article.page_id), opts.num_shards)
+        page_key = str(article.page_id)
         self.count(f"pages/{split}")
         self.count(f"passages/{split}", len(windows))
+        self.count("volume/ChunkWindows/out", len(windows))
         self.count(f"tokens/{split}", len(tokenized.token_ids))
+        by_source: Counter = Counter()
+        outside_vocab = 0
         for w in windows:
             mentions = []
             for span in w.mentions:
                 m = span.mention
                 entity_id = vocab.get(m.entity, UNK_ENTITY_ID)
-                if entity_id == UNK_ENTITY_ID:
-                    self.count("passage_mentions/outside_vocab")
-                self.count(f"passage_mentions/{m.source}")
+                outside_vocab += entity_id == UNK_ENTITY_ID
+                by_source[m.source] += 1
                 mentions.append({
                     "token_start": span.token_start,
                     "token_end": span.token_end,
@@ -170,7 +235,7 @@ class ChunkWindowsFn(CountingDoFn):
                     "char_start": m.start,
                     "char_end": m.end,
                 })
-            yield (split, shard), {
+            yield split, page_key, {
                 "passage_id": f"{article.page_id}:{w.index}",
                 "page_id": article.page_id,
                 "title": article.title,
@@ -178,10 +243,14 @@ class ChunkWindowsFn(CountingDoFn):
                 "token_ids": list(w.token_ids),
                 "mentions": mentions,
             }
+        # Counted once per page, not per mention: these run for every passage of the corpus.
+        self.count("passage_mentions/outside_vocab", outside_vocab)
+        for source, n in by_source.items():
+            self.count(f"passage_mentions/{source}", n)
 
 
 class ChunkWindows(beam.PTransform):
-    """LabeledArticle -> ((split, shard), passage row); entity ids from the vocabulary
+    """LabeledArticle -> (split, shard key, passage row); entity ids from the vocabulary
     ((entity, id) pairs, at most N: the one side input of the job)."""
 
     def __init__(self, options: PassageOptions) -> None:

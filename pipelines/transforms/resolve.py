@@ -1,15 +1,9 @@
 """ResolveRedirects and ResolveLinks: every title and link target to its entity.
 
-Both work by key joins (CoGroupByKey), never by loading the redirects into
-one worker: full English Wikipedia has ~10M redirects and ~250M links.
-
-A title resolves to one of these statuses:
-  article         an article page (the entity is its title, or the end of a redirect chain)
-  disambiguation  a disambiguation page, directly or through redirects (never an entity)
-  missing         a redirect whose chain ends at a page absent from the dump
-  loop            a redirect chain that comes back on itself
-  too_long        a chain longer than ``max_hops``
-A link target with no page at all is a ``red_link``.
+Both are key joins (LookupJoin: bounded groups, hot keys split), never a
+lookup table in one worker: full English Wikipedia has ~10M redirects and
+~250M links, and a hub title has ~500k linking pages. The statuses and their
+rules are in :mod:`pipelines.corpus.resolution`.
 """
 from __future__ import annotations
 
@@ -17,65 +11,63 @@ from collections import Counter
 
 import apache_beam as beam
 
+from pipelines.corpus.resolution import (
+    LOOP,
+    REDIRECT,
+    TOO_LONG,
+    chain_end_status,
+    next_redirect_hop,
+    resolve_link_target,
+    usable_link,
+)
+from pipelines.corpus.labels import LINKED
 from pipelines.records import Article
-from pipelines.transforms.stats import STATS, CountingDoFn
+from pipelines.transforms.joins import GroupJoinFn, LookupJoin
+from pipelines.transforms.stats import STATS
 
 RESOLVED = "resolved"
 PENDING = "pending"
 LOOPS = "loops"
 
 
-def _first_sorted(values) -> str | None:
-    """The smallest of several values (duplicate titles in a broken dump): deterministic."""
-    values = list(values)
-    return min(values) if values else None
+def _chase_source(request) -> str:
+    return request[0]
 
 
-class ChaseOneHopFn(CountingDoFn):
+class ChaseOneHopFn(GroupJoinFn):
     """One hop along redirect chains.
 
-    Input: (title, {"chase": [(source, path)], "redirect": [target]}); ``title``
-    is where each chased redirect currently points. If ``title`` is not
-    itself a redirect, the chase ends there.
+    Key: where each chased redirect currently points; table: that title's
+    own redirect targets (none when it is not a redirect); requests:
+    (source, path) of the chases that reached it.
     """
 
     def __init__(self, hop: int) -> None:
         super().__init__()
-        self.hop = hop
+        self.join_name = f"ChaseRedirectsHop{hop}"
 
-    def process(self, element):
-        title, grouped = element
-        chasers = grouped["chase"]
-        if not chasers:
-            return
-        next_title = _first_sorted(grouped["redirect"])
-        for source, path in chasers:
-            if next_title is None:
-                yield beam.pvalue.TaggedOutput(RESOLVED, (title, source))  # ends at ``title``
+    def join(self, title, salt, redirect_targets, chases):
+        for source, path in chases:
+            step, nxt = next_redirect_hop(title, path, redirect_targets)
+            if step == "end":
+                yield beam.pvalue.TaggedOutput(RESOLVED, (title, source))
                 if len(path) > 1:
                     self.count("redirect_chains_multi_hop")
-            elif next_title in path or next_title == title:
+            elif step == LOOP:
                 self.count("redirect_loops")
-                yield beam.pvalue.TaggedOutput(LOOPS, (source, ("loop", source)))
+                yield beam.pvalue.TaggedOutput(LOOPS, (source, (LOOP, source)))
             else:
-                yield (next_title, (source, path + (title,)))
+                yield nxt, (source, path + (title,))
 
 
-class ClassifyRedirectEndFn(CountingDoFn):
-    """(final title, {"source": [redirect titles], "kind": [page kinds]}) -> (source, (status, final))."""
+class ClassifyRedirectEndFn(GroupJoinFn):
+    """Key: the last title of redirect chains; table: the kinds of pages with that
+    title; requests: the redirects whose chain ends there -> (source, (status, final))."""
 
-    def process(self, element):
-        final, grouped = element
-        sources = grouped["source"]
-        if not sources:
-            return
-        kinds = set(grouped["kind"]) - {"redirect"}
-        if "article" in kinds:
-            status = "article"
-        elif "disambiguation" in kinds:
-            status = "disambiguation"
-        else:
-            status = "missing"
+    join_name = "ClassifyRedirectEnds"
+
+    def join(self, final, salt, kinds, sources):
+        status = chain_end_status(k for k in kinds if k != REDIRECT)
         for source in sources:
             self.count(f"redirects_resolved/{status}")
             yield source, (status, final)
@@ -90,13 +82,15 @@ class ResolveRedirects(beam.PTransform):
     """Titles of every page -> (title, (status, entity title)).
 
     Inputs: ``redirects`` ((source, target)) and ``page_kinds`` ((title, kind)).
-    Articles and disambiguation pages resolve to themselves; redirects follow
-    their chain for at most ``max_hops`` joins.
+    Articles, disambiguation pages and redirects out of the main namespace
+    resolve to themselves; redirects follow their chain for at most
+    ``max_hops`` joins.
     """
 
-    def __init__(self, max_hops: int) -> None:
+    def __init__(self, max_hops: int, max_group: int) -> None:
         super().__init__()
         self.max_hops = max_hops
+        self.max_group = max_group
 
     def expand(self, inputs):
         redirects, page_kinds = inputs["redirects"], inputs["page_kinds"]
@@ -104,26 +98,20 @@ class ResolveRedirects(beam.PTransform):
         pending = redirects | "StartChase" >> beam.Map(lambda st: (st[1], (st[0], (st[0],))))
         resolved_parts, loop_parts = [], []
         for hop in range(self.max_hops):
-            out = (
-                {"chase": pending, "redirect": redirects}
-                | f"JoinHop{hop}" >> beam.CoGroupByKey()
-                | f"ChaseHop{hop}" >> beam.ParDo(ChaseOneHopFn(hop)).with_outputs(RESOLVED, LOOPS, STATS, main=PENDING)
-            )
+            out = {"requests": pending, "table": redirects} | f"ChaseHop{hop}" >> LookupJoin(
+                ChaseOneHopFn(hop), _chase_source, self.max_group, outputs=(RESOLVED, LOOPS), main=PENDING)
             pending = out[PENDING]
             resolved_parts.append(out[RESOLVED])
             loop_parts.append(out[LOOPS])
             stats.append(out[STATS])
-        too_long = pending | "ChainTooLong" >> beam.Map(lambda e: (e[1][0], ("too_long", e[1][0])))
+        too_long = pending | "ChainTooLong" >> beam.Map(lambda e: (e[1][0], (TOO_LONG, e[1][0])))
         ends = tuple(resolved_parts) | "FlattenChainEnds" >> beam.Flatten()
-        classified = (
-            {"source": ends, "kind": page_kinds}
-            | "JoinChainEndKinds" >> beam.CoGroupByKey()
-            | "ClassifyChainEnds" >> beam.ParDo(ClassifyRedirectEndFn()).with_outputs(STATS, main="out")
-        )
+        classified = {"requests": ends, "table": page_kinds} | "ClassifyChainEnds" >> LookupJoin(
+            ClassifyRedirectEndFn(), lambda source: source, self.max_group, main="out")
         stats.append(classified[STATS])
         own = (
             page_kinds
-            | "NonRedirectPages" >> beam.Filter(lambda tk: tk[1] != "redirect")
+            | "NonRedirectPages" >> beam.Filter(lambda tk: tk[1] != REDIRECT)
             | "ResolveToSelf" >> beam.Map(_own_kind)
         )
         loops = tuple(loop_parts) | "FlattenLoops" >> beam.Flatten()
@@ -141,74 +129,79 @@ class ResolveRedirects(beam.PTransform):
 
 
 def link_targets_by_page(article: Article):
-    """(target, (page_id, {surface: n})) once per distinct target of a page."""
+    """(target, (page_id, ((surface, n), ...))) once per distinct target of a page."""
     per_target: dict[str, Counter] = {}
     for link in article.links:
         per_target.setdefault(link.target, Counter())[link.surface] += 1
     for target, surfaces in per_target.items():
-        yield target, (article.page_id, dict(surfaces))
+        yield target, (article.page_id, tuple(sorted(surfaces.items())))
 
 
-class ResolveTargetFn(CountingDoFn):
-    """(target, {"links": [(page_id, surfaces)], "resolution": [(status, entity)]}).
+ENTITY_REFS = "entity_refs"
+ANCHORS = "anchors"
+ENTITY_LINKS = "entity_links"
 
-    Main output: (page_id, (target, status, entity)) for the page-level join.
-    ``anchors``: ((surface, entity), n) for the alias table; ``entity_links``:
-    (entity, n) for the vocabulary. Only links that resolve to an article (or
-    red links when kept) feed those two.
+
+class ResolveTargetFn(GroupJoinFn):
+    """Key: a link target; table: its title resolutions; requests: (page_id, surfaces)
+    of the pages that link to it.
+
+    Only usable links (an article, or a red link when kept) go on; the others
+    are counted here as ``links_dropped/<status>``. Main output:
+    (entity, (page_id, "linked", target, surfaces)) for the label join, which
+    also hands each page its resolved targets; ``anchors``: ((surface,
+    entity), n) for the alias table; ``entity_links``: (entity, n) for the
+    vocabulary.
     """
+
+    join_name = "ResolveLinkTargets"
 
     def __init__(self, keep_red_links: bool) -> None:
         super().__init__()
         self.keep_red_links = keep_red_links
 
-    def process(self, element):
-        target, grouped = element
-        linkers = grouped["links"]
-        if not linkers:
-            return
-        resolutions = sorted(grouped["resolution"])
-        if resolutions:
-            status, entity = resolutions[0]
-            if len(resolutions) > 1:
-                self.count("duplicate_titles")
-        else:
-            status, entity = "red_link", target
-        usable = status == "article" or (status == "red_link" and self.keep_red_links)
-        total = 0
+    def join(self, target, salt, resolutions, linkers):
+        status, entity = resolve_link_target(target, resolutions)
+        if len(resolutions) > 1 and salt == 0:
+            self.count("duplicate_titles")
+        usable = usable_link(status, self.keep_red_links)
+        total = pages = 0
         anchors: Counter = Counter()
         for page_id, surfaces in linkers:
-            yield page_id, (target, status, entity)
-            for surface, n in surfaces.items():
+            pages += 1
+            if usable:
+                yield entity, (page_id, LINKED, target, tuple(s for s, _ in surfaces))
+            for surface, n in surfaces:
                 total += n
-                if usable:
-                    anchors[surface] += n
+                anchors[surface] += n
         self.count(f"link_targets/{status}", total)
+        if not usable:
+            self.count(f"links_dropped/{status}", total)
+        self.count("volume/ResolveLinks/in", pages)
+        self.count("volume/ResolveLinks/out", (pages + len(anchors) + 1) if usable else 0)
         if usable:
             for surface, n in anchors.items():
-                yield beam.pvalue.TaggedOutput("anchors", ((surface, entity), n))
-            yield beam.pvalue.TaggedOutput("entity_links", (entity, total))
+                yield beam.pvalue.TaggedOutput(ANCHORS, ((surface, entity), n))
+            yield beam.pvalue.TaggedOutput(ENTITY_LINKS, (entity, total))
 
 
 class ResolveLinks(beam.PTransform):
     """Join every article's link targets with the title resolutions."""
 
-    def __init__(self, keep_red_links: bool) -> None:
+    def __init__(self, keep_red_links: bool, max_group: int) -> None:
         super().__init__()
         self.keep_red_links = keep_red_links
+        self.max_group = max_group
 
     def expand(self, inputs):
         articles, resolutions = inputs["articles"], inputs["resolutions"]
         targets = articles | "LinkTargetsByPage" >> beam.FlatMap(link_targets_by_page)
-        out = (
-            {"links": targets, "resolution": resolutions}
-            | "JoinTargetResolutions" >> beam.CoGroupByKey()
-            | "ResolveTargets" >> beam.ParDo(ResolveTargetFn(self.keep_red_links)).with_outputs(
-                "anchors", "entity_links", STATS, main="page_targets")
-        )
+        out = {"requests": targets, "table": resolutions} | "JoinTargetResolutions" >> LookupJoin(
+            ResolveTargetFn(self.keep_red_links), lambda request: request[0], self.max_group,
+            outputs=(ANCHORS, ENTITY_LINKS), main=ENTITY_REFS)
         return {
-            "page_targets": out.page_targets,
-            "anchors": out.anchors | "SumAnchorCounts" >> beam.CombinePerKey(sum),
-            "entity_links": out.entity_links | "SumEntityLinks" >> beam.CombinePerKey(sum),
+            "entity_refs": out[ENTITY_REFS],
+            "anchors": out[ANCHORS] | "SumAnchorCounts" >> beam.CombinePerKey(sum),
+            "entity_links": out[ENTITY_LINKS] | "SumEntityLinks" >> beam.CombinePerKey(sum),
             "stats": [out[STATS]],
         }

@@ -1,23 +1,34 @@
-"""WriteShards, WriteTable, SaveTokenizer and WriteManifest: the job's outputs.
+"""WriteShards, SaveTokenizer and WriteManifest: the job's outputs.
 
-Determinism: a row's file is a pure function of its key (page id, alias),
-rows are sorted inside each file, and Parquet is written with fixed options,
-so the same input and config give byte-identical files on any runner and any
-parallelism. Every expected shard is written, empty or not.
+Shards are written as they stream: a shard's rows are fed through an
+external sort (sorted runs spilled to the worker's local disk, then merged)
+straight into a Parquet writer, one row group at a time, so no worker holds
+a whole shard. The number of shards of an output is either given
+(``--num_shards`` ...) or derived from the data: ``ceil(rows / rows per
+shard)``, counted per partition (split) before the rows are assigned.
+
+Determinism: a row's file is a pure function of its shard key (page id,
+alias, entity) and the shard count, rows are sorted by a unique key inside
+each file, and Parquet is written with fixed options, so the same input and
+config give byte-identical files on any runner and any parallelism. Every
+expected shard is written, empty or not.
 """
 from __future__ import annotations
 
 import datetime as _dt
 import hashlib
 import logging
+import math
 import os
 import tempfile
+from dataclasses import dataclass
 
 import apache_beam as beam
 import pyarrow as pa
 
 from pipelines import storage
 from pipelines.corpus.tokenizer import load_tokenizer, save_tokenizer
+from pipelines.external_sort import ExternalSorter
 from schemas import SCHEMAS
 
 log = logging.getLogger(__name__)
@@ -25,6 +36,7 @@ log = logging.getLogger(__name__)
 # Output folders owned by the job: stale files there (from an earlier run with
 # other shard counts) are removed before the manifest is written.
 OWNED_FOLDERS = ("passages", "alias_table", "entity_vocab", "entity_descriptions", "dead_letters", "tokenizer")
+SORT_BUFFER_ROWS = 100_000  # rows a writer sorts in memory before spilling a run to local disk
 
 
 def shard_name(prefix: str, index: int, count: int) -> str:
@@ -36,53 +48,120 @@ def stable_shard(key: str, count: int) -> int:
     return int.from_bytes(digest, "big") % count
 
 
-class _WriteGroupFn(beam.DoFn):
-    """(relative path, rows) -> file record; rows sorted by ``sort_key`` first."""
+def shards_for(rows: int, rows_per_shard: int) -> int:
+    """Shards of a partition with ``rows`` rows: at least 1, at most ``rows_per_shard`` rows each on average."""
+    return max(1, math.ceil(rows / max(1, rows_per_shard)))
 
-    def __init__(self, output: str, schema_name: str, sort_key, row_group_rows: int) -> None:
+
+@dataclass(frozen=True, slots=True)
+class ShardSpec:
+    """Where an output's rows go.
+
+    ``folder``/``{partition}-{i:05d}-of-{n:05d}.parquet`` for each partition
+    (a split, or the output's own name), or one ``folder/single_file``.
+    ``num_shards`` > 0 fixes the count per partition; 0 derives it from
+    ``rows_per_shard``.
+    """
+
+    folder: str
+    partitions: tuple[str, ...]
+    num_shards: int = 0
+    rows_per_shard: int = 250_000
+    single_file: str = ""
+
+    def layout(self, rows_by_partition: dict) -> dict[str, int]:
+        """Partition -> shard count."""
+        if self.single_file:
+            return {p: 1 for p in self.partitions}
+        if self.num_shards > 0:
+            return {p: self.num_shards for p in self.partitions}
+        return {p: shards_for(rows_by_partition.get(p, 0), self.rows_per_shard) for p in self.partitions}
+
+    def path(self, partition: str, index: int, count: int) -> str:
+        if self.single_file:
+            return f"{self.folder}/{self.single_file}"
+        return f"{self.folder}/{shard_name(partition, index, count)}"
+
+    def all_paths(self, layout: dict[str, int]) -> list[str]:
+        return sorted(self.path(p, i, n) for p, n in layout.items() for i in range(n))
+
+
+class _WriteSortedFileFn(beam.DoFn):
+    """(relative path, rows) -> file record; rows streamed through an external sort."""
+
+    def __init__(self, output: str, schema_name: str, sort_key, row_group_rows: int, sort_buffer_rows: int) -> None:
         self.output = output
         self.schema_name = schema_name
         self.sort_key = sort_key
-        self.row_group_rows = row_group_rows
+        self.row_group_rows = max(1, row_group_rows)
+        self.sort_buffer_rows = sort_buffer_rows
 
     def process(self, element):
         relative, rows = element
-        rows = sorted((r for r in rows if r is not None), key=self.sort_key)
-        data = storage.parquet_bytes(rows, SCHEMAS[self.schema_name], self.row_group_rows)
         path = storage.join(self.output, relative)
-        storage.write_bytes_atomic(path, data)
-        yield storage.file_record(self.output, path, data, len(rows), self.schema_name)
+        with ExternalSorter(self.sort_key, self.sort_buffer_rows) as sorter:
+            for row in rows:
+                if row is not None:
+                    sorter.add(row)
+            writer = storage.ParquetFileWriter(path, SCHEMAS[self.schema_name])
+            batch: list = []
+            for row in sorter.sorted():
+                batch.append(row)
+                if len(batch) == self.row_group_rows:
+                    writer.write_rows(batch)
+                    batch = []
+            writer.write_rows(batch)
+            sha256, size = writer.close()
+            if sorter.spilled_runs:
+                log.info("wrote %s: %d rows, merged from %d sorted runs", relative, writer.rows, sorter.spilled_runs)
+        yield {"path": storage.relative_to(self.output, path), "bytes": size, "sha256": sha256,
+               "rows": writer.rows, "kind": self.schema_name}
+
+
+def _assign_file(element, spec: ShardSpec, layout: dict):
+    partition, shard_key, row = element
+    count = layout[partition]
+    return spec.path(partition, stable_shard(shard_key, count) if count > 1 else 0, count), row
 
 
 class WriteShards(beam.PTransform):
-    """(shard key, row) -> Parquet files ``{folder}/{prefix}-{i:05d}-of-{n:05d}.parquet``.
+    """(partition, shard key, row) -> Parquet files, as :class:`ShardSpec` lays them out.
 
-    ``files`` maps every expected shard key to its relative path; a shard
-    with no rows is still written (empty, with the schema), so a reader can
-    rely on the full ``-of-N`` set.
+    A shard with no rows is still written (empty, with the schema), so a
+    reader can rely on the full ``-of-N`` set.
     """
 
-    def __init__(self, output: str, schema_name: str, files: dict, sort_key, row_group_rows: int) -> None:
+    def __init__(self, output: str, schema_name: str, spec: ShardSpec, sort_key, row_group_rows: int,
+                 sort_buffer_rows: int = SORT_BUFFER_ROWS) -> None:
         super().__init__()
         self.output = output
         self.schema_name = schema_name
-        self.files = files
+        self.spec = spec
         self.sort_key = sort_key
         self.row_group_rows = row_group_rows
+        self.sort_buffer_rows = sort_buffer_rows
 
-    def expand(self, keyed_rows):
-        files = self.files
-        with_paths = keyed_rows | "ToFilePath" >> beam.Map(lambda kv: (files[kv[0]], kv[1]))
-        placeholders = (
-            keyed_rows.pipeline
-            | "ExpectedFiles" >> beam.Create(sorted(files.values()))
-            | "EmptyShard" >> beam.Map(lambda path: (path, None))
-        )
+    def expand(self, rows):
+        spec = self.spec
+        if spec.single_file or spec.num_shards > 0:
+            layout_pc = rows.pipeline | "FixedLayout" >> beam.Create([spec.layout({})])
+        else:
+            layout_pc = (
+                rows
+                | "PartitionOf" >> beam.Map(lambda e: e[0])
+                | "RowsPerPartition" >> beam.combiners.Count.PerElement()
+                | "CollectCounts" >> beam.combiners.ToDict()
+                | "PlanShards" >> beam.Map(spec.layout)
+            )
+        layout = beam.pvalue.AsSingleton(layout_pc)
+        with_paths = rows | "AssignFile" >> beam.Map(_assign_file, spec=spec, layout=layout)
+        placeholders = layout_pc | "ExpectedFiles" >> beam.FlatMap(lambda lay: [(p, None) for p in spec.all_paths(lay)])
         return (
             (with_paths, placeholders)
             | "FlattenWithPlaceholders" >> beam.Flatten()
             | "GroupByFile" >> beam.GroupByKey()
-            | "WriteParquet" >> beam.ParDo(_WriteGroupFn(self.output, self.schema_name, self.sort_key, self.row_group_rows))
+            | "WriteParquet" >> beam.ParDo(_WriteSortedFileFn(
+                self.output, self.schema_name, self.sort_key, self.row_group_rows, self.sort_buffer_rows))
         )
 
 
@@ -130,7 +209,21 @@ def _summary(counters: dict) -> dict:
         "mentions": {"hyperlink": hyperlinks, **added, "total": total},
         "mention_ratio_to_hyperlinks": round(total / hyperlinks, 4) if hyperlinks else None,
         "dead_letters": sum(v for k, v in counters.items() if k.startswith("dead_letters/")),
+        # Where the job's volume goes: elements into and out of each stage, requests per join,
+        # and the largest group each join saw (bounded by --max_join_group, whatever the corpus).
+        "volume": _nested(counters, "volume/"),
+        "largest_groups": {k.split("/", 1)[1]: v for k, v in counters.items() if k.startswith("largest_group/")},
     }
+
+
+def _nested(counters: dict, prefix: str) -> dict:
+    """{"volume/Stage/in": n, ...} -> {"Stage": {"in": n, ...}}."""
+    out: dict = {}
+    for key, value in counters.items():
+        if key.startswith(prefix):
+            stage, _, what = key[len(prefix):].partition("/")
+            out.setdefault(stage, {})[what] = value
+    return out
 
 
 class WriteManifestFn(beam.DoFn):

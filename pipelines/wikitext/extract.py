@@ -5,10 +5,14 @@
 surface`` guaranteed by construction (offsets are taken while the text is
 built, and re-mapped through the final whitespace tidy).
 
-How: :mod:`pipelines.wikitext.prepass` first cuts templates, references,
-tables, comments and other non-prose (most of the bytes); mwparserfromhell then
-parses what is left and is the parser of record for links, HTML tags, external
-links, headings, bold/italic and entities; a small tree walk renders text.
+How: :mod:`pipelines.wikitext.prepass` first cuts references, tables,
+comments and other non-prose (most of the bytes) and renders or removes
+templates (:mod:`pipelines.wikitext.templates`). What is left is rendered by
+:mod:`pipelines.wikitext.fastrender` in one scan, or, where that fast path
+cannot promise the same result, parsed by mwparserfromhell (the reference for
+links, HTML tags, external links, headings, bold/italic and entities) and
+rendered by a small tree walk; both share the link logic below. See
+docs/extraction.md.
 
 Rendering decisions
 -------------------
@@ -16,7 +20,9 @@ Rendering decisions
   removed), the inner text of formatting/HTML tags (``<b>``, ``<span>``,
   ``<sup>``, ``<poem>``...), labels of ``[http://x label]`` links, the visible
   text of links that are not mentions (``[[:Category:X|cats]]``, ``[[wikt:x]]``).
-* Dropped: templates, parser functions, refs, tables (wiki and HTML),
+* Rendered: inline templates the registry knows (``{{convert|5|km}}`` ->
+  "5 km", ``{{lang|fr|[[Paris]]}}`` -> "Paris" with its mention).
+* Dropped: other templates, parser functions, refs, tables (wiki and HTML),
   comments, ``<math>``, ``<chem>``, ``<gallery>``, ``<timeline>``, ``<score>``,
   ``<syntaxhighlight>``/``<source>``/``<pre>`` (code or pictures, not prose),
   files/images with their captions, categories, interlanguage links, magic
@@ -47,6 +53,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from bisect import bisect_right
+from itertools import accumulate
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -74,6 +81,7 @@ from pipelines.wikitext.prepass import (
     REMOVED_LABEL_MARK,
     prepass,
 )
+from pipelines.wikitext.templates import registry_for
 from pipelines.wikitext.titles import (
     ARTICLE,
     INTERLANGUAGE,
@@ -112,6 +120,8 @@ class ExtractConfig:
     # (e.g. "[a-z]+" for MediaWiki's English rule); None: the Unicode rule.
     link_trail: str | None = None
     keep_headings: bool = True
+    # Render with pipelines.wikitext.fastrender where it is sure; mwparserfromhell otherwise.
+    fast_path: bool = True
 
 
 @dataclass(slots=True)
@@ -121,6 +131,11 @@ class Extraction:
     text: str
     links: list[LinkMention] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
+    # Template calls by outcome and name: "rendered/Convert", "dropped/Infobox" -> calls.
+    template_names: dict[str, int] = field(default_factory=dict)
+    # "fast"; "mwparserfromhell" where the fast path declined; "fast+mwparserfromhell"
+    # where it declined after a clean line start and the parser rendered the rest.
+    parser: str = "fast"
 
 
 def extract_article(wikitext: str, site: SiteInfo, *, title: str = "",
@@ -135,26 +150,47 @@ def extract_article(wikitext: str, site: SiteInfo, *, title: str = "",
         raise ExtractionError("input_too_large", f"{title!r}: {len(wikitext)} chars "
                               f"> limit {config.max_input_chars}")
     try:
-        cleaned = prepass(wikitext, max_depth=config.max_nesting_depth)
+        cleaned = prepass(wikitext, max_depth=config.max_nesting_depth,
+                          registry=registry_for(site), title=title)
     except ExtractionError as err:
         raise ExtractionError(err.reason, f"{title!r}: {err.detail}") from err
-    try:
-        code = mwparserfromhell.parse(cleaned.text)
-    except RecursionError as err:
-        raise ExtractionError("recursion_error", f"{title!r}: markup nested too deeply") from err
-    except Exception as err:  # e.g. "C tokenizer exited with non-empty token stack"
-        raise ExtractionError("parser_error", f"{title!r}: {type(err).__name__}: {err}") from err
-    renderer = _Renderer(namespace_table(site), config, cleaned.counts, title)
+    table = namespace_table(site)
+    renderer = _Renderer(table, config, dict(cleaned.counts), title)
     out = _Builder()
+    resume: int | None = 0  # where mwparserfromhell takes over (None: nowhere)
+    if config.fast_path:
+        try:
+            resume = render_fast(cleaned.text, renderer, out)
+        except Decline:
+            renderer = _Renderer(table, config, cleaned.counts, title)
+            out = _Builder()
+        except RecursionError as err:
+            raise ExtractionError("recursion_error", f"{title!r}: markup nested too deeply") from err
+        except Exception as err:  # a shape the fast path does not expect: fail this page only
+            raise ExtractionError("render_error", f"{title!r}: {type(err).__name__}: {err}") from err
+    if resume is None:
+        parser = "fast"
+    else:  # the whole page, or the rest of it from a line start the fast path left clean
+        parser = "fast+mwparserfromhell" if resume else "mwparserfromhell"
+        try:
+            code = mwparserfromhell.parse(cleaned.text[resume:] if resume else cleaned.text)
+        except RecursionError as err:
+            raise ExtractionError("recursion_error", f"{title!r}: markup nested too deeply") from err
+        except Exception as err:  # e.g. "C tokenizer exited with non-empty token stack"
+            raise ExtractionError("parser_error", f"{title!r}: {type(err).__name__}: {err}") from err
+        _render_tree(renderer, code, out, title)
+    text, links = _tidy("".join(out.parts), out.spans, renderer.counts)
+    renderer.counts["links_kept"] = len(links)
+    return Extraction(text, links, renderer.counts, cleaned.template_names, parser)
+
+
+def _render_tree(renderer: "_Renderer", code: Wikicode, out: "_Builder", title: str) -> None:
     try:
         renderer.render(code, out)
     except RecursionError as err:
         raise ExtractionError("recursion_error", f"{title!r}: markup nested too deeply") from err
     except Exception as err:  # a tree shape the walker does not expect: fail this page only
         raise ExtractionError("render_error", f"{title!r}: {type(err).__name__}: {err}") from err
-    text, links = _tidy("".join(out.parts), out.spans, renderer.counts)
-    renderer.counts["links_kept"] = len(links)
-    return Extraction(text, links, renderer.counts)
 
 
 @dataclass(slots=True)
@@ -266,20 +302,40 @@ class _Renderer:
     def render_link(self, node: Wikilink, trail_source: str, out: _Builder,
                     in_label: bool) -> int:
         """Render one wikilink; return how many chars of the next Text it consumed."""
-        raw_target = str(node.title)
+        text = node.text
+
+        def render_label() -> str:
+            label_out = _Builder()
+            self.render(text, label_out, in_label=True)
+            return label_out.text()
+
+        return self.link(str(node.title), None if text is None else str(text), render_label,
+                         lambda: _count_links(text) if text else 0, trail_source, out, in_label)
+
+    def link(self, raw_target: str, raw_label: str | None, render_label: Callable[[], str] | str,
+             count_caption_links: Callable[[], int] | int, trail_source: str, out: _Builder,
+             in_label: bool) -> int:
+        """Render a link given its parts (shared by both parsers); return the trail length.
+
+        ``render_label`` renders the label (counting what it holds) and is
+        called only when the label is shown, or is the label's text when
+        rendering it has no side effects; ``count_caption_links`` counts the
+        links in a file's caption (or is that count).
+        """
         target = parse_link_target_with(raw_target, self.table)
         kind = target.kind
         if kind == NAMESPACE and not target.leading_colon and target.ns in (NS_FILE, NS_CATEGORY):
             if target.ns == NS_FILE:
                 self.bump("files")
-                self.bump("links_in_file", _count_links(node.text) if node.text else 0)
+                self.bump("links_in_file", count_caption_links if isinstance(count_caption_links, int)
+                          else count_caption_links())
             else:
                 self.bump("categories")
             return 0
         if kind == INTERLANGUAGE and not target.leading_colon:
             self.bump("interlanguage")  # sidebar link, not shown in the text
             return 0
-        label = self.label_of(node, target, raw_target)
+        label = self.label_of(target, raw_target, raw_label, render_label)
         trail = self.trail_length(trail_source) if trail_source else 0
         if label.strip() and trail and not label[-1].isspace():
             label += trail_source[:trail]
@@ -308,15 +364,15 @@ class _Renderer:
             out.emit(" ")
         return trail
 
-    def label_of(self, node: Wikilink, target: LinkTarget, raw_target: str) -> str:
+    @staticmethod
+    def label_of(target: LinkTarget, raw_target: str, raw_label: str | None,
+                 render_label: Callable[[], str] | str) -> str:
         """The visible text of a link, before its trail."""
-        if node.text is None:
+        if raw_label is None:
             shown = decode_title_escapes(raw_target).strip()
             return shown[1:] if shown.startswith(":") else shown
-        label_out = _Builder()
-        self.render(node.text, label_out, in_label=True)
-        label = label_out.text()
-        if not label.strip() and not str(node.text).strip():
+        label = render_label if isinstance(render_label, str) else render_label()
+        if not label.strip() and not raw_label.strip():
             return _pipe_trick(target)  # [[Target|]]
         return label
 
@@ -395,8 +451,136 @@ def _trail_rule(pattern: str | None) -> Callable[[str], int]:
 
 
 # -- whitespace tidy with offset re-mapping --------------------------------------
+_START_MARK, _END_MARK = "\ue000", "\ue001"  # private-use: where mentions begin and end
+_MARKS = re.compile("[\ue000\ue001]")
+# _TIDY_PUNCT with its look-arounds seeing through the marks.
+# (Group 1 keeps a "(" and its mark: replaced with r"\1".)
+_TIDY_PUNCT_MARKED = re.compile(
+    r"[(\uff08][^\S\n]*[,;:]?[^\S\n]*[)\uff09]"
+    r"|(\([\ue000\ue001]?)[^\S\n]+"
+    r"|[^\S\n]+(?=[\ue000\ue001]*[,.)])")
+# Mention edges that the empty-parentheses pattern could swallow: then the slow form.
+_OPENING_EDGE = frozenset(",;:)\uff09")  # a start mark there could sit inside "( , )"
+_CLOSING_EDGE = frozenset("(\uff08,;:")  # and an end mark there
+
+
 def _tidy(raw: str, spans: list[tuple[int, int, str]],
           counts: dict[str, int]) -> tuple[str, list[LinkMention]]:
+    """Fold whitespace and empty parentheses; carry mention offsets through.
+
+    Fast form: mark each mention's ends in the text, run the substitutions in
+    C, read the marks back. Mention surfaces never begin or end with
+    whitespace, so no mark falls inside a folded run and the result equals
+    :func:`_tidy_mapped`'s; where a surface begins or ends with punctuation
+    the patterns look at (or the text holds the marks' characters) that is
+    used instead (rare).
+    """
+    if "\ue000" in raw or "\ue001" in raw or any(
+            _edge_in_parentheses(raw, start, end) for start, end, _target in spans if start < end):
+        return _tidy_mapped(raw, spans, counts)
+    pieces: list[str] = []
+    last = 0
+    for start, end, _target in spans:  # in text order, not overlapping, as the renderer makes them
+        if start < last or end < start:
+            return _tidy_mapped(raw, spans, counts)
+        pieces.append(raw[last:start])
+        pieces.append(_START_MARK)
+        pieces.append(raw[start:end])
+        pieces.append(_END_MARK)
+        last = end
+    pieces.append(raw[last:])
+    marked = _tidy_punctuation("".join(pieces))
+    # = _TIDY_SPACE.sub(_space_replacement, marked) up to leading/trailing space (stripped
+    # below): a run with a newline becomes "\n", any other run " "; linear, in C.
+    marked = "\n".join(filter(None, (" ".join(line.split()) for line in marked.split("\n"))))
+    # Mark k (start, end, start, end...) sits after the first k + 1 pieces of the split.
+    segments = _MARKS.split(marked)
+    positions = list(accumulate(map(len, segments)))
+    text = "".join(segments)
+    leading = len(text) - len(text.lstrip())
+    text = text.strip()
+    size = len(text)
+    links: list[LinkMention] = []
+    for index, (_start, _end, target) in enumerate(spans):
+        start = max(positions[2 * index] - leading, 0)
+        end = min(positions[2 * index + 1] - leading, size)
+        while start < end and text[start].isspace():
+            start += 1
+        while end > start and text[end - 1].isspace():
+            end -= 1
+        if start >= end:
+            counts["dropped_in_tidy"] = counts.get("dropped_in_tidy", 0) + 1
+            continue
+        links.append(LinkMention(start, end, text[start:end], target))
+    return text, links
+
+
+_EMPTY_PARENTHESES = re.compile(r"[(\uff08][^\S\n]*[,;:]?[^\S\n]*[)\uff09]")
+# The first two branches of _TIDY_PUNCT_MARKED (both start at a parenthesis).
+_PARENTHESES = re.compile(r"[(\uff08][^\S\n]*[,;:]?[^\S\n]*[)\uff09]|\([\ue000\ue001]?([^\S\n]+)")
+# Punctuation right after spaces (marks between): where the third branch matches.
+_SPACED_PUNCTUATION = re.compile(
+    r"[,.)](?:(?<=[^\S\n].)|(?<=[^\S\n][\ue000\ue001].)|(?<=[^\S\n][\ue000\ue001]{2}.))")
+
+
+def _tidy_punctuation(text: str) -> str:
+    """``_TIDY_PUNCT_MARKED.sub(r"\\1", text)``, found from the rare characters it needs.
+
+    The regex tries its space branch at every space; this finds the same
+    matches from "(" and from punctuation that follows spaces (both rare), and
+    keeps the regex's leftmost-first rule: a space run inside a parenthesis
+    match is not matched again.
+    """
+    cuts: list[tuple[int, int]] = []
+    taken: list[tuple[int, int]] = []
+    if "(" in text or "\uff08" in text:
+        for match in _PARENTHESES.finditer(text):
+            taken.append(match.span())
+            cuts.append(match.span(1) if match.group(1) else match.span())
+    for match in _SPACED_PUNCTUATION.finditer(text):
+        end = match.start()
+        while text[end - 1] in "\ue000\ue001":
+            end -= 1
+        start = end
+        while start > 0 and text[start - 1] != "\n" and text[start - 1].isspace():
+            start -= 1
+        index = bisect_right(taken, (start, len(text) + 1)) - 1
+        if index >= 0 and taken[index][1] > start:
+            continue  # inside a parenthesis match
+        cuts.append((start, end))
+    if not cuts:
+        return text
+    cuts.sort()
+    pieces: list[str] = []
+    last = 0
+    for start, end in cuts:
+        if start < last:
+            continue
+        pieces.append(text[last:start])
+        last = end
+    pieces.append(text[last:])
+    return "".join(pieces)
+
+
+def _edge_in_parentheses(raw: str, start: int, end: int) -> bool:
+    """Whether a mention edge touches empty parentheses the tidy removes ("(, )", "( )").
+
+    A mark there could end up inside the removed text or between two spaces
+    that would otherwise fold into one: the offset-mapping tidy handles it.
+    """
+    first, last = raw[start], raw[end - 1]
+    if first in _OPENING_EDGE or last in _CLOSING_EDGE:
+        return True
+    if first in "(\uff08" and _EMPTY_PARENTHESES.match(raw, start):
+        return True
+    if last in ")\uff09":
+        opening = max(raw.rfind("(", 0, end), raw.rfind("\uff08", 0, end))
+        return opening >= 0 and _EMPTY_PARENTHESES.fullmatch(raw, opening, end) is not None
+    return False
+
+
+def _tidy_mapped(raw: str, spans: list[tuple[int, int, str]],
+                 counts: dict[str, int]) -> tuple[str, list[LinkMention]]:
     """Fold whitespace and empty parentheses; carry mention offsets through."""
     text, spans = _substitute(raw, _TIDY_PUNCT, lambda _m: "", spans)
     text, spans = _substitute(text, _TIDY_SPACE, _space_replacement, spans)
@@ -459,3 +643,7 @@ def _substitute(text: str, pattern: re.Pattern[str], replacement: Callable[[re.M
         return new_ends[index] if is_start else new_starts[index]
 
     return "".join(pieces), [(mapped(s, True), mapped(e, False), t) for s, e, t in spans]
+
+
+# At the end: the fast path uses this module's builder and tag tables.
+from pipelines.wikitext.fastrender import Decline, render_fast  # noqa: E402

@@ -1,16 +1,24 @@
 """Fast pre-pass: cut the bulky non-prose parts of wikitext before parsing.
 
 Templates, references and tables are most of an article's wikitext and most of
-mwparserfromhell's work; none of them is prose. One left-to-right scan with a
+the parser's work; none of them is prose. One left-to-right scan with a
 single regex finds, like MediaWiki's preprocessor:
 
 * comments ``<!-- -->`` (an unterminated one runs to the end, as in MediaWiki);
 * opaque extension tags, whose body is removed (``<ref>``, ``<math>``, ...) or,
   for ``<nowiki>``, kept as literal text (markup characters entity-escaped so
-  the parser shows them verbatim);
+  the parser shows them verbatim). A tag with no end tag (``<ref>`` left open,
+  ``<ref name=x`` with no ``>``) loses the rest of its line; entity-escaped
+  refs (``&lt;ref&gt;...&lt;/ref&gt;``) are removed like real ones;
 * templates, parser functions and parameters: balanced runs of ``{{``/``}}``,
-  nesting tracked as a brace count (so ``{{{1}}}`` and ``{{a|{{b}}}}`` balance);
-* tables ``{| ... |}`` opened/closed at the start of a line, nested;
+  nesting tracked as a brace count (so ``{{{1}}}`` and ``{{a|{{b}}}}`` balance).
+  Templates the registry knows (:mod:`pipelines.wikitext.templates`) are
+  rendered to wikitext in place (``{{convert|5|km}}`` -> "5 km"); the rest
+  are removed;
+* tables ``{| ... |}``, nested, wherever MediaWiki starts one: "{|" after
+  indentation (spaces, ``:``) once comments, templates and (leniently) HTML
+  tags on the line are gone; also ``{{(!}}`` ... ``{{!)}}``. A "|}" with no
+  table open is table debris and is removed;
 * behaviour switches ``__TOC__`` etc.
 
 Everything inside a template or table is opaque to the scan except comments
@@ -19,14 +27,19 @@ The ``[[`` in each removed region are counted by reason, so no link is lost
 silently. Input that cannot be cut safely raises :class:`ExtractionError`
 (nesting beyond ``max_depth``); unbalanced markup is repaired and counted.
 
-Count keys (added to ``counts``): ``links_in_template``, ``links_in_ref``,
+Count keys (added to ``counts``): ``links_in_template`` (in removed templates
+and in arguments a renderer did not use), ``links_in_ref``,
 ``links_in_table``, ``links_in_file`` (``<gallery>``, ``<imagemap>``),
-``links_in_tag`` (other dropped tags), ``links_in_comment``, ``templates``,
+``links_in_tag`` (other dropped tags), ``links_in_comment``,
+``templates_rendered``, ``templates_omitted``, ``templates_dropped`` (every
+template call, by outcome; per name in ``PrepassResult.template_names``),
 ``refs``, ``tables``, ``comments``, ``dropped_tags``, ``nowiki``, ``magic_words``,
+``escaped_refs``, ``stray_table_close``,
 ``unbalanced_braces`` (a ``{{`` never closed, shown as nothing),
 ``unclosed_template`` (rest of the page dropped after too many of those),
 ``unclosed_table`` (closed at the end of the page), ``unclosed_tag`` (an
-extension tag with no end tag: the opening tag is dropped),
+extension tag with no end tag: dropped to the end of its line; for
+``<nowiki>`` only the tag is dropped),
 ``unbalanced_tags`` (HTML tags without a partner or nested deeper than
 ``MAX_TAG_DEPTH``, dropped), ``broken_tags`` (``<`` of an unfinished or
 unknown tag, escaped so it shows as text), ``stray_markup`` (``[[`` never
@@ -38,11 +51,18 @@ closed, or links nested deeper than ``MAX_LINK_DEPTH``, dropped),
 """
 from __future__ import annotations
 
+import html
 import re
 from bisect import bisect_left
 from dataclasses import dataclass, field
 
 from pipelines.wikitext.errors import ExtractionError
+from pipelines.wikitext.templates import (
+    TABLE_CLOSE_NAMES,
+    TABLE_OPEN_NAMES,
+    TemplateCall,
+    TemplateRegistry,
+)
 
 DEFAULT_MAX_DEPTH = 64
 # Left where a removed template/ref/tag was a link's whole label ("[[A|{{x}}]]"),
@@ -65,14 +85,32 @@ DROPPED_TAG_REASONS: dict[str, str] = {
 }
 _OPAQUE_TAGS = (*DROPPED_TAG_REASONS, "nowiki")
 
+_OPAQUE_PATTERN = "|".join(sorted(_OPAQUE_TAGS, key=len, reverse=True))
 _TOKEN = re.compile(
     r"<!--"
-    r"|<(?P<tag>" + "|".join(sorted(_OPAQUE_TAGS, key=len, reverse=True)) + r")(?=[\s/>])"
+    r"|<(?P<tag>" + _OPAQUE_PATTERN + r")(?=[\s/>])"
     r"|\{\{+|\}\}+"
-    r"|^[ \t:]*\{\|"
-    r"|^[ \t]*\|\}",
-    re.IGNORECASE | re.MULTILINE,
+    r"|\{\||\|\}",
+    re.IGNORECASE,
 )
+# Inside a template call: what nests ("{{", "[["), separates ("|", "="), or is opaque.
+# A table inside an argument ("{|" starting a line) is kept whole: MediaWiki would
+# split it at its "|" (hence {{!}}), but an argument holding a table is a table.
+_ARGUMENT_TOKEN = re.compile(
+    r"(?P<table>(?<=[\n|])[ \t:]*\{\||(?<=\n)[ \t]*\|\})"
+    r"|\{\{|\}\}|\[\[|\]\]|\||=|<!--|<(?P<tag>" + _OPAQUE_PATTERN + r")(?=[\s/>])",
+    re.IGNORECASE,
+)
+# What may precede "{|" / "|}" on its line in the wikitext: indentation, comments,
+# tags and (simple) templates, which MediaWiki removes before it looks for tables.
+_TABLE_LINE_PREFIX = re.compile(
+    r"(?:[\s:]|<!--.*?-->|<[^<>\n]*>|\{\{(?:[^{}]|\{\{[^{}]*\}\})*\}\}|__[A-Z]+__)*")
+# The same, in the pre-pass output (comments and templates already gone).
+_OUTPUT_TABLE_PREFIX = re.compile(r"(?:[\s:\ufdd0]|<[^<>\n]*>|__[A-Z]+__)*")
+_COMMENT = re.compile(r"<!--.*?(?:-->|\Z)", re.DOTALL)
+# <ref> written with entities ("&lt;ref name=a&gt;"): shown as text by MediaWiki,
+# but citation debris all the same; made real tags so they are removed.
+_ESCAPED_REF = re.compile(r"&lt;(/?)(ref|references)((?:\s[^<>\n]*?)?/?)&gt;", re.IGNORECASE)
 _CLOSERS = {name: re.compile(rf"</{name}\s*>", re.IGNORECASE) for name in _OPAQUE_TAGS}
 # HTML tags MediaWiki allows in wikitext (others show as text), and the void ones.
 _HTML_TAG_NAMES = (
@@ -108,6 +146,8 @@ class PrepassResult:
 
     text: str
     counts: dict[str, int] = field(default_factory=dict)
+    # "rendered/Convert", "omitted/Citation needed", "dropped/Infobox person" -> calls
+    template_names: dict[str, int] = field(default_factory=dict)
 
 
 def _bump(counts: dict[str, int], key: str, by: int = 1) -> None:
@@ -117,17 +157,56 @@ def _bump(counts: dict[str, int], key: str, by: int = 1) -> None:
 
 @dataclass(slots=True)
 class _Region:
-    """A template or table being skipped."""
+    """A template, table or unclosed tag being skipped."""
 
-    kind: str  # "template" | "table"
+    kind: str  # "template" | "table" | "line" (an unclosed extension tag: to its line's end)
     start: int
     opener_end: int  # end of the opening token (for repairing an unclosed "{{")
+    mark: str = ""  # REMOVED_LABEL_MARK when the region is a link's whole label
+    reason: str = ""  # for "line": the count key of the links it hides
 
 
-def prepass(wikitext: str, *, max_depth: int = DEFAULT_MAX_DEPTH) -> PrepassResult:
-    """Remove comments, opaque tags, templates, tables and magic words; count hidden links."""
+@dataclass(slots=True)
+class _Context:
+    """What one page's scan (and its template arguments' scans) share."""
+
+    counts: dict[str, int]
+    names: dict[str, int]
+    registry: TemplateRegistry
+    title: str
+    max_depth: int
+
+
+def prepass(wikitext: str, *, max_depth: int = DEFAULT_MAX_DEPTH,
+            registry: TemplateRegistry | None = None, title: str = "") -> PrepassResult:
+    """Remove comments, opaque tags, tables and magic words; render or remove templates.
+
+    ``registry`` decides which templates are rendered (default: the
+    language-neutral registry); ``title`` is the page's, for ``{{PAGENAME}}``.
+    """
     counts: dict[str, int] = {}
+    names: dict[str, int] = {}
     text = wikitext
+    if "&lt;" in text:
+        text, escaped = _ESCAPED_REF.subn(_unescape_ref, text)
+        _bump(counts, "escaped_refs", escaped)
+    context = _Context(counts, names, registry or _default_registry(), title, max_depth)
+    cleaned = _scan(text, context)
+    if "__" in cleaned:
+        cleaned, replaced = _MAGIC_WORD.subn("", cleaned)
+        _bump(counts, "magic_words", replaced)
+    if "<" in cleaned:
+        cleaned = balance_tags(cleaned, counts)
+    if "[" in cleaned:
+        cleaned = drop_unclosed_external_brackets(cleaned, counts)
+        cleaned = balance_link_brackets(cleaned, counts)
+    return PrepassResult(cleaned, counts, names)
+
+
+def _scan(text: str, context: _Context) -> str:
+    """One left-to-right scan: what is left of ``text`` once regions are cut or rendered."""
+    counts = context.counts
+    max_depth = context.max_depth
     pieces: list[str] = []
     keep_from = 0
     pos = 0
@@ -135,15 +214,33 @@ def prepass(wikitext: str, *, max_depth: int = DEFAULT_MAX_DEPTH) -> PrepassResu
     region: _Region | None = None
     braces = 0  # open "{" of templates in the current region
     tables = 0  # open tables in the current region
+    inner_start = 0  # where the outermost template inside a table region began
     end_of_text = len(text)
+    search = _TOKEN.search
     while True:
-        match = _TOKEN.search(text, pos)
+        match = search(text, pos)
+        if region is not None and region.kind == "line" and braces == 0:
+            line_end = text.find("\n", pos)
+            if line_end < 0:
+                line_end = end_of_text
+            if match is None or match.start() >= line_end:
+                _bump(counts, region.reason, text.count("[[", region.start, line_end))
+                keep_from = pos = line_end
+                region = None
+                continue
         if match is None:
             if region is None:
                 break
+            if region.kind == "line":  # a "{{" left open inside an unclosed tag's line
+                line_end = text.find("\n", pos)
+                line_end = end_of_text if line_end < 0 else line_end
+                _bump(counts, region.reason, text.count("[[", region.start, line_end))
+                keep_from = pos = line_end
+                region, braces = None, 0
+                continue
             if region.kind == "table":
                 _bump(counts, "unclosed_table")
-                _close_region(text, region, end_of_text, counts)
+                _close_table(text, region, end_of_text, counts)
                 keep_from = pos = end_of_text
                 region = None
                 break
@@ -151,7 +248,8 @@ def prepass(wikitext: str, *, max_depth: int = DEFAULT_MAX_DEPTH) -> PrepassResu
             # braces and scan again from after them, a bounded number of times.
             if rescans >= MAX_BRACE_RESCANS:
                 _bump(counts, "unclosed_template")
-                _close_region(text, region, end_of_text, counts)
+                _bump(counts, "templates_dropped")
+                _bump(counts, "links_in_template", text.count("[[", region.start, end_of_text))
                 keep_from = pos = end_of_text
                 region = None
                 break
@@ -161,79 +259,270 @@ def prepass(wikitext: str, *, max_depth: int = DEFAULT_MAX_DEPTH) -> PrepassResu
             region, braces, tables = None, 0, 0
             continue
         start, token = match.start(), match.group()
-        if token == "<!--":
-            close = text.find("-->", match.end())
-            end = end_of_text if close < 0 else close + 3
-            if region is None:
-                pieces.append(text[keep_from:start])
-                keep_from = end
-                _bump(counts, "comments")
-                _bump(counts, "links_in_comment", text.count("[[", start, end))
+        first = token[0]
+        if first == "<":
+            if token == "<!--":
+                close = text.find("-->", match.end())
+                end = end_of_text if close < 0 else close + 3
+                if region is None:
+                    pieces.append(text[keep_from:start])
+                    keep_from = end
+                    _bump(counts, "comments")
+                    _bump(counts, "links_in_comment", text.count("[[", start, end))
+                pos = end
+                continue
+            name = match.group("tag").lower()
+            tag_end = text.find(">", match.end())
+            if tag_end < 0:  # "<ref" with no ">" after it
+                if region is None and name != "nowiki":
+                    pieces.append(text[keep_from:start])
+                    region = _Region("line", start, match.end(), reason=DROPPED_TAG_REASONS[name])
+                    _bump(counts, "unclosed_tag")
+                pos = match.end()
+                continue
+            if text[tag_end - 1] == "/":
+                body_start = body_end = end = tag_end + 1
+            else:
+                close = _CLOSERS[name].search(text, tag_end + 1)
+                if close is None:
+                    if region is None:
+                        pieces.append(text[keep_from:start])
+                        _bump(counts, "unclosed_tag")
+                        if name == "nowiki":  # the tag alone is dropped; the rest is text
+                            keep_from = tag_end + 1
+                        else:  # a body with no end: dropped to the end of its line
+                            region = _Region("line", start, tag_end + 1,
+                                             reason=DROPPED_TAG_REASONS[name])
+                    pos = tag_end + 1
+                    continue
+                body_start, body_end, end = tag_end + 1, close.start(), close.end()
             pos = end
+            if region is not None:
+                continue
+            pieces.append(text[keep_from:start])
+            pieces.append(_label_mark(text, start))
+            keep_from = end
+            if name == "nowiki":
+                _bump(counts, "nowiki")
+                pieces.append(text[body_start:body_end].translate(_NOWIKI_ESCAPES))
+            else:
+                reason = DROPPED_TAG_REASONS[name]
+                _bump(counts, "refs" if reason == "links_in_ref" else "dropped_tags")
+                _bump(counts, reason, text.count("[[", body_start, body_end))
             continue
-        tag = match.group("tag")
-        if tag is not None:
-            pos, keep_from = _skip_opaque_tag(text, match, tag.lower(), region is None,
-                                              pieces, keep_from, counts)
-            continue
-        if token[0] == "{" and token[1] == "{":
+        if first == "{" and token[1] == "{":
             if region is None:
                 pieces.append(text[keep_from:start])
-                pieces.append(_label_mark(text, start))
-                region = _Region("template", start, match.end())
+                region = _Region("template", start, match.end(), _label_mark(text, start))
+            elif braces == 0 and region.kind == "table":
+                inner_start = start
             braces += len(token)
             if braces > 2 * max_depth:
                 raise ExtractionError("nesting_too_deep",
                                       f"templates nested deeper than {max_depth} levels")
             pos = match.end()
             continue
-        if token[0] == "}":
+        if first == "}":
             if braces == 0:  # a stray "}}" is text
                 pos = match.end()
                 continue
             used = min(len(token), braces)
             braces -= used
             pos = start + used
-            if braces == 0 and region is not None and region.kind == "template":
-                _close_region(text, region, pos, counts)
+            if braces or region is None:
+                continue
+            if region.kind == "template":
+                name = _template_name(text, region.start, pos)
+                if name in TABLE_OPEN_NAMES and _starts_table_line(pieces, text, keep_from, region.start):
+                    region = _Region("table", region.start, pos)  # {{(!}} is "{|"
+                    tables = 1
+                    continue
+                _finish_template(text, region, pos, context, pieces)
                 keep_from = pos
                 region = None
+            elif region.kind == "table":
+                name = _template_name(text, inner_start, pos)
+                if name in TABLE_OPEN_NAMES:
+                    tables += 1
+                elif name in TABLE_CLOSE_NAMES:
+                    tables -= 1
+                    if tables == 0:
+                        _close_table(text, region, pos, counts)
+                        pieces.append("\n")
+                        keep_from = pos
+                        region = None
             continue
-        if token.endswith("{|"):
-            if braces:  # table syntax inside a template belongs to the template
-                pos = match.end()
-                continue
+        if token == "{|":
+            pos = match.end()
+            if braces or (region is not None and region.kind == "line"):
+                continue  # table syntax inside a template belongs to the template
             if region is None:
+                if not _starts_table_line(pieces, text, keep_from, start):
+                    continue  # "{|" inside a line of prose is text
                 pieces.append(text[keep_from:start])
                 region = _Region("table", start, match.end())
+            elif not _TABLE_LINE_PREFIX.fullmatch(text, text.rfind("\n", 0, start) + 1, start):
+                continue  # a nested table starts on its own line
             tables += 1
             if tables > max_depth:
                 raise ExtractionError("nesting_too_deep",
                                       f"tables nested deeper than {max_depth} levels")
-            pos = match.end()
             continue
-        # "|}" at the start of a line; its "}" may begin a "}}", so rescan from it.
+        # "|}"; its "}" may begin a "}}", so rescan from it unless it closes a table.
         pos = match.end() - 1
-        if braces or not tables:
+        if braces or (region is not None and region.kind != "table"):
+            continue
+        if not _TABLE_LINE_PREFIX.fullmatch(text, text.rfind("\n", 0, start) + 1, start):
+            continue  # "|}" must start its line (after spaces, comments or tags)
+        pos = match.end()
+        if not tables:  # a "|}" with no table open: table debris, dropped
+            pieces.append(text[keep_from:start])
+            keep_from = pos
+            _bump(counts, "stray_table_close")
             continue
         tables -= 1
-        pos = match.end()
-        if tables == 0 and region is not None:
-            _close_region(text, region, pos, counts)
+        if tables == 0:
+            _close_table(text, region, pos, counts)
             pieces.append("\n")  # a table is a block: keep paragraphs apart
             keep_from = pos
             region = None
     pieces.append(text[keep_from:])
-    cleaned = "".join(pieces)
-    if "__" in cleaned:
-        cleaned, replaced = _MAGIC_WORD.subn("", cleaned)
-        _bump(counts, "magic_words", replaced)
-    if "<" in cleaned:
-        cleaned = balance_tags(cleaned, counts)
-    if "[" in cleaned:
-        cleaned = drop_unclosed_external_brackets(cleaned, counts)
-        cleaned = balance_link_brackets(cleaned, counts)
-    return PrepassResult(cleaned, counts)
+    return "".join(pieces)
+
+
+def _starts_table_line(pieces: list[str], text: str, keep_from: int, start: int) -> bool:
+    """Whether what the output holds of this line before ``start`` lets a table start.
+
+    MediaWiki starts a table at "{|" after indentation (spaces, ":") once
+    comments and templates are gone; we also accept HTML tags there.
+    """
+    segment = text[keep_from:start]
+    newline = segment.rfind("\n")
+    if newline >= 0:
+        return bool(_OUTPUT_TABLE_PREFIX.fullmatch(segment, newline + 1))
+    parts = [segment]
+    size = len(segment)
+    for piece in reversed(pieces):
+        newline = piece.rfind("\n")
+        if newline >= 0:
+            parts.append(piece[newline + 1:])
+            break
+        parts.append(piece)
+        size += len(piece)
+        if size > 1000:
+            return False
+    return bool(_OUTPUT_TABLE_PREFIX.fullmatch("".join(reversed(parts))))
+
+
+def _template_name(text: str, start: int, end: int) -> str:
+    """The raw name of the template ``text[start:end]`` (``{{name|...}}``), stripped."""
+    bar = text.find("|", start + 2, end - 2)
+    return text[start + 2:(bar if bar >= 0 else end - 2)].strip()
+
+
+def _finish_template(text: str, region: _Region, end: int, context: _Context,
+                     pieces: list[str]) -> None:
+    """Render the template ``text[region.start:end]`` or remove it; count either way."""
+    counts = context.counts
+    opener = region.opener_end - region.start
+    spec = None
+    if opener == 2:
+        body_start, body_end = region.start + 2, end - 2
+        bar = text.find("|", body_start, body_end)
+        raw_name = text[body_start:(bar if bar >= 0 else body_end)]
+        if "<!--" in raw_name:
+            raw_name = _COMMENT.sub("", raw_name)
+        name, spec = context.registry.lookup(raw_name)
+    else:
+        name = "(parameter)" if opener == 3 else "(dynamic name)"
+    if spec is None or spec.render is None:
+        outcome = "templates_dropped" if spec is None else "templates_omitted"
+        _bump(counts, "links_in_template", text.count("[[", region.start, end))
+        pieces.append(region.mark)
+    else:
+        call = _template_call(text, body_start, body_end, name, spec.name.endswith(":"), context)
+        rendered = spec.render(call)
+        if rendered is None:  # the renderer cannot render this call
+            outcome = "templates_dropped"
+            _bump(counts, "links_in_template", text.count("[[", region.start, end))
+            pieces.append(region.mark)
+        else:
+            outcome = "templates_rendered"
+            hidden = sum(raw.count("[[") for raw in call.unused_raw())
+            _bump(counts, "links_in_template", hidden)
+            pieces.append(rendered or region.mark)
+    _bump(counts, outcome)
+    key = f"{outcome[10:]}/{name}"
+    context.names[key] = context.names.get(key, 0) + 1
+
+
+def _template_call(text: str, body_start: int, body_end: int, name: str, is_function: bool,
+                   context: _Context) -> TemplateCall:
+    """Split ``name|a|k=v`` into a :class:`TemplateCall` whose arguments clean lazily."""
+    parts = _split_arguments(text, body_start, body_end)
+    raw: dict[int | str, str] = {}
+    position = 0
+    head = parts[0][0]
+    if is_function:  # {{formatnum:1234|R}}: the text after the colon is argument 1
+        position = 1
+        raw[1] = head[head.find(":") + 1:]
+    for value, equals in parts[1:]:
+        if equals >= 0:
+            key = value[:equals].strip()
+            raw[int(key) if key.isdigit() else key] = value[equals + 1:]
+        else:
+            position += 1
+            raw[position] = value
+    return TemplateCall(name, raw, position, lambda value: _scan(value, context), context.title)
+
+
+def _split_arguments(text: str, start: int, end: int) -> list[tuple[str, int]]:
+    """``text[start:end]`` split at its top-level "|": (part, index of its first top-level "=")."""
+    parts: list[tuple[str, int]] = []
+    braces = links = tables = 0
+    last = pos = start
+    equals = -1
+    search = _ARGUMENT_TOKEN.search
+    while True:
+        match = search(text, pos, end)
+        if match is None:
+            break
+        token = match.group()
+        pos = match.end()
+        if token == "|":
+            if not braces and not links and not tables:
+                parts.append((text[last:match.start()], equals))
+                last, equals = pos, -1
+        elif token == "=":
+            if not braces and not links and not tables and equals < 0:
+                equals = match.start() - last
+        elif match.group("table"):
+            if token.endswith("{|"):
+                tables += 1
+            elif tables:
+                tables -= 1
+        elif token == "{{":
+            braces += 1
+        elif token == "}}":
+            braces = max(braces - 1, 0)
+        elif token == "[[":
+            links += 1
+        elif token == "]]":
+            links = max(links - 1, 0)
+        elif token == "<!--":
+            close = text.find("-->", pos, end)
+            pos = end if close < 0 else close + 3
+        else:  # an extension tag: its body is opaque
+            tag_end = text.find(">", pos, end)
+            if tag_end < 0:
+                continue
+            pos = tag_end + 1
+            if text[tag_end - 1] != "/":
+                close = _CLOSERS[match.group("tag").lower()].search(text, pos, end)
+                if close is not None:
+                    pos = close.end()
+    parts.append((text[last:end], equals))
+    return parts
 
 
 def balance_tags(text: str, counts: dict[str, int], max_depth: int = MAX_TAG_DEPTH) -> str:
@@ -368,44 +657,26 @@ def drop_unclosed_external_brackets(text: str, counts: dict[str, int]) -> str:
 
 def _label_mark(text: str, start: int) -> str:
     """The mark when a removal starts right after a "|" (a link label, maybe)."""
+    if start and not text[start - 1].isspace():  # the common case, without slicing
+        return REMOVED_LABEL_MARK if text[start - 1] == "|" else ""
     before = text[max(start - 8, 0):start].rstrip()
     return REMOVED_LABEL_MARK if before.endswith("|") else ""
 
 
-def _close_region(text: str, region: _Region, end: int, counts: dict[str, int]) -> None:
-    reason = "links_in_template" if region.kind == "template" else "links_in_table"
-    _bump(counts, "templates" if region.kind == "template" else "tables")
-    _bump(counts, reason, text.count("[[", region.start, end))
+def _close_table(text: str, region: _Region, end: int, counts: dict[str, int]) -> None:
+    _bump(counts, "tables")
+    _bump(counts, "links_in_table", text.count("[[", region.start, end))
 
 
-def _skip_opaque_tag(text: str, match: re.Match[str], name: str, at_top_level: bool,
-                     pieces: list[str], keep_from: int,
-                     counts: dict[str, int]) -> tuple[int, int]:
-    """Skip one extension tag; return the new scan position and ``keep_from``."""
-    start = match.start()
-    tag_end = text.find(">", match.end())
-    if tag_end < 0:  # "<ref" with no ">": not a tag
-        return match.end(), keep_from
-    if text[tag_end - 1] == "/":
-        body_start = body_end = end = tag_end + 1
-    else:
-        close = _CLOSERS[name].search(text, tag_end + 1)
-        if close is None:
-            if at_top_level:
-                pieces.append(text[keep_from:start])
-                _bump(counts, "unclosed_tag")
-                return tag_end + 1, tag_end + 1
-            return tag_end + 1, keep_from
-        body_start, body_end, end = tag_end + 1, close.start(), close.end()
-    if not at_top_level:
-        return end, keep_from
-    pieces.append(text[keep_from:start])
-    pieces.append(_label_mark(text, start))
-    if name == "nowiki":
-        _bump(counts, "nowiki")
-        pieces.append(text[body_start:body_end].translate(_NOWIKI_ESCAPES))
-    else:
-        reason = DROPPED_TAG_REASONS[name]
-        _bump(counts, "refs" if reason == "links_in_ref" else "dropped_tags")
-        _bump(counts, reason, text.count("[[", body_start, body_end))
-    return end, end
+def _unescape_ref(match: re.Match[str]) -> str:
+    return f"<{match.group(1)}{match.group(2)}{html.unescape(match.group(3))}>"
+
+
+_default_registry_instance: TemplateRegistry | None = None
+
+
+def _default_registry() -> TemplateRegistry:
+    global _default_registry_instance
+    if _default_registry_instance is None:
+        _default_registry_instance = TemplateRegistry()
+    return _default_registry_instance

@@ -128,8 +128,25 @@ def parse_link_target(raw: str, site: SiteInfo) -> LinkTarget:
     return parse_link_target_with(raw, namespace_table(site))
 
 
+MAX_CACHED_TARGETS = 50_000  # per wiki; the same targets recur across pages
+_target_cache: dict[int, tuple[NamespaceTable, dict[str, LinkTarget]]] = {}
+
+
 def parse_link_target_with(raw: str, table: NamespaceTable) -> LinkTarget:
-    """:func:`parse_link_target` with a prebuilt table (the per-link fast path)."""
+    """:func:`parse_link_target` with a prebuilt table (the per-link fast path), cached."""
+    entry = _target_cache.get(id(table))
+    if entry is None or entry[0] is not table:  # the entry holds the table: ids are not reused
+        entry = _target_cache[id(table)] = (table, {})
+    cache = entry[1]
+    target = cache.get(raw)
+    if target is None:
+        if len(cache) >= MAX_CACHED_TARGETS:
+            cache.clear()
+        target = cache[raw] = _parse_link_target(raw, table)
+    return target
+
+
+def _parse_link_target(raw: str, table: NamespaceTable) -> LinkTarget:
     text = clean_title_text(raw)
     leading_colon = text.startswith(":")
     if leading_colon:

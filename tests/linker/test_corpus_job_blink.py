@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_job
+from tests.conftest import REPO, run_job
 from tests.corpus_checks import check_passage_contract, passages
 
 pytestmark = pytest.mark.slow
@@ -14,12 +14,19 @@ pytestmark = pytest.mark.slow
 
 def test_corpus_job_adds_blink_labels_that_never_overlap(tmp_path: Path, sample_dump: str, sample_corpus: Path,
                                                          fake_release: Path):
+    """The corpus job's BLINK labels with the labelling config (bi-encoder only, the combined score):
+    the launcher prepares the linker once (KB, encodings, alias candidate index, fitted combination)."""
     out = tmp_path / "with_blink"
     proc = run_job(sample_dump, out, "--num_shards", "2", "--validation_fraction", "0.1",
                    "--blink_model", str(fake_release), "--blink_corpus", str(sample_corpus),
-                   "--blink_threshold", "0.0")
+                   "--blink_config", str(REPO / "configs" / "linker" / "corpus_labels.yaml"), "--blink_threshold", "0.5")
     counters = json.loads((out / "stats.json").read_text())["counters"]
     assert counters["mentions/blink"] > 0
+    assert counters["blink/detected_spans"] == (counters["mentions/blink"] + counters.get("blink/rejected_below_threshold", 0)
+                                                + counters.get("blink/rejected_overlapping", 0))
+    prepared = fake_release / "entity_encodings"
+    assert any(prepared.glob("*/aliases-*/aliases.json")) and any(prepared.glob("*/combiner-*.json"))
+
     assert counters["mentions/hyperlink"] == json.loads((sample_corpus / "stats.json").read_text())["counters"]["mentions/hyperlink"]
     totals = check_passage_contract(out)
     assert totals.get("mentions/blink", 0) > 0

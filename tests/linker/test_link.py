@@ -31,8 +31,12 @@ def linker(indexed_release, sample_corpus) -> Linker:
     return Linker(config(indexed_release, sample_corpus), build_encodings=False)
 
 
+def kb_titles(linker) -> list[str]:
+    return [linker.kb.title(r) for r in range(len(linker.kb))]
+
+
 def two_titles(linker):
-    names = [t for t in linker.catalogue.titles if " " not in t]
+    names = [t for t in kb_titles(linker) if " " not in t]
     return names[0], names[1]
 
 
@@ -41,10 +45,11 @@ def test_links_detected_mentions_to_vocabulary_entities(linker):
     text = f"Is {a} bigger than {b}? Nobody knows."
     linked = linker.link_text(text)
     assert [(m.surface, text[m.start:m.end]) for m in linked] == [(a, a), (b, b)]
-    ids = set(linker.catalogue.entity_ids.tolist())
+    ids = set(linker.kb.entity_ids.tolist())
     for m in linked:
-        assert m.entity_id in ids and linker.catalogue.titles[linker.catalogue.row_of_id(m.entity_id)] == m.entity
-        assert 0.0 < m.score <= 1.0 and m.origin == "alias"
+        assert m.entity_id in ids and linker.kb.title(linker.kb.row_of_entity_id(m.entity_id)) == m.entity
+        assert 0.0 < m.score <= 1.0 and m.origin in ("alias", "ner")  # "ner" when a spaCy pipeline is installed
+        assert m.entity == m.surface  # an exact title: the alias prior and the title feature decide
     assert linker.crossencoder is not None  # the release has one: candidates were re-ranked
 
 
@@ -52,11 +57,13 @@ def test_given_spans_and_reranking_switch(indexed_release, sample_corpus, linker
     a, _ = two_titles(linker)
     text = f"They met in {a} last year."
     span = (text.index(a), text.index(a) + len(a))
-    plain = Linker(config(indexed_release, sample_corpus, crossencoder="no"), build_encodings=False)
+    plain = Linker(config(indexed_release, sample_corpus, crossencoder="no"))  # its own fitted combination
     assert plain.crossencoder is None
     with_cross, without = linker.link_spans(text, [span]), plain.link_spans(text, [span])
     assert [(m.start, m.end, m.origin) for m in with_cross] == [(*span, "given")] == [(m.start, m.end, m.origin) for m in without]
     assert with_cross[0].logit != without[0].logit  # a cross-encoder logit vs a dot product
+    fast = Linker(config(indexed_release, sample_corpus, fast=True, combiner="default"), build_encodings=False)
+    assert fast.crossencoder is None  # --fast: bi-encoder only, as BLINK's
 
 
 def test_alias_candidates_join_the_retrieved_ones():
@@ -68,12 +75,26 @@ def test_hnsw_and_exact_linking_agree(indexed_release, sample_corpus, linker):
 
     examples = list(iter_examples(str(sample_corpus), "validation"))[:60]
     queries = linker.encode_contexts([e.context for e in examples])
-    hnsw = Linker(config(indexed_release, sample_corpus, crossencoder="no", index=IndexConfig(kind="hnsw")),
-                  build_encodings=False)
+    hnsw = Linker(config(indexed_release, sample_corpus, crossencoder="no", index=IndexConfig(kind="hnsw")))
     assert hnsw.index.kind == "hnsw"
     exact_top = linker.index.search(queries, 1)[1][:, 0]
     hnsw_top = hnsw.index.search(queries, 1)[1][:, 0]
     assert np.mean(exact_top == hnsw_top) >= 0.95
+
+
+def test_a_worker_reads_no_table_whole(indexed_release, sample_corpus, monkeypatch):
+    """A worker (build_encodings=False) opens the prepared folder with memory maps: no Parquet table
+    of the corpus (alias table, vocabulary, descriptions) is read, whatever its size."""
+    import linker.catalogue
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a worker read a whole table")
+
+    for name in ("read_parquet_folder", "read_alias_index", "read_catalogue"):
+        monkeypatch.setattr(linker.catalogue, name, refuse)
+    worker = Linker(config(indexed_release, sample_corpus), build_encodings=False)
+    a, b = two_titles(worker)
+    assert [m.entity for m in worker.link_text(f"{a} or {b}?")] == [a, b]
 
 
 def test_stale_or_missing_encodings_are_not_built_on_workers(indexed_release, sample_corpus, tmp_path):
@@ -85,7 +106,7 @@ def test_stale_or_missing_encodings_are_not_built_on_workers(indexed_release, sa
 
 
 def article_from(linker, row: int, page_id: int) -> LabeledArticle:
-    title, text = linker.catalogue.titles[row], linker.catalogue.descriptions[row]
+    title, text = linker.kb.title(row), linker.kb.text(row)
     first = text.index(title)
     return LabeledArticle(page_id, title, text, [Mention(first, first + len(title), title, title, "hyperlink")])
 
@@ -104,10 +125,11 @@ def test_add_blink_mentions_respects_threshold_and_existing_mentions(linker):
 
 
 def test_add_blink_labels_in_a_test_pipeline(indexed_release, sample_corpus, linker):
+    cfg = config(indexed_release, sample_corpus, fast=True)
+    fast = Linker(cfg)  # prepared here, as a job's launcher does: workers only open it
     articles = [article_from(linker, row, page_id=row + 1) for row in range(4)]
-    expected_added = sum(len(linker.link_text(a.text, [(m.start, m.end) for m in a.mentions])) for a in articles)
+    expected_added = sum(len(fast.link_text(a.text, [(m.start, m.end) for m in a.mentions])) for a in articles)
     assert expected_added > 0
-    cfg = config(indexed_release, sample_corpus)
 
     def check_articles(out):
         assert sorted(a.page_id for a in out) == [1, 2, 3, 4]
@@ -116,7 +138,7 @@ def test_add_blink_labels_in_a_test_pipeline(indexed_release, sample_corpus, lin
                 m for m in articles[a.page_id - 1].mentions]
             blink = [m for m in a.mentions if m.source == "blink"]
             for m in blink:
-                assert a.text[m.start:m.end] == m.surface and m.entity in linker.catalogue.titles
+                assert a.text[m.start:m.end] == m.surface and linker.kb.row_of_title(m.entity) >= 0
             spans = [(m.start, m.end) for m in a.mentions]
             assert spans == sorted(spans) and all(e <= s for (_, e), (s, _) in zip(spans, spans[1:]))
         assert sum(m.source == "blink" for a in out for m in a.mentions) == expected_added
@@ -163,7 +185,7 @@ def test_link_mentions_job_end_to_end(indexed_release, sample_corpus, linker, tm
     by_id = {r["id"]: r for r in linked}
     assert sorted(by_id) == [1, 2, 3] and by_id[2]["answer"] == "yes"  # other fields kept
     tokenizer = load_tokenizer(str(sample_corpus / "tokenizer"))
-    vocab_ids = set(linker.catalogue.entity_ids.tolist())
+    vocab_ids = set(linker.kb.entity_ids.tolist())
     assert [m["surface"] for m in by_id[2]["mentions"]] == [b, a] and by_id[3]["mentions"] == []
     for record in linked:
         text = record["question"]
@@ -192,12 +214,12 @@ def test_blink_labels_flow_into_the_corpus_passages(indexed_release, sample_corp
     from schemas import PASSAGE_SCHEMA
 
     articles = [article_from(linker, row, page_id=row + 1) for row in range(3)]
-    vocab = [(t, int(i)) for t, i in zip(linker.catalogue.titles, linker.catalogue.entity_ids)]
+    vocab = [(t, int(i)) for t, i in zip(kb_titles(linker), linker.kb.entity_ids)]
     options = PassageOptions(tokenizer=str(sample_corpus / "tokenizer"), window=128, overlap=10,
-                             validation_fraction=0.0, split_salt="", num_shards=1)
+                             validation_fraction=0.0, split_salt="")
 
     def check_rows(keyed_rows):
-        rows = [row for _, row in keyed_rows]
+        rows = [row for _split, _page, row in keyed_rows]
         pa.Table.from_pylist(rows, schema=PASSAGE_SCHEMA)  # the corpus schema accepts them
         blink = [m for row in rows for m in row["mentions"] if m["source"] == "blink"]
         assert blink and all(m["entity_id"] == dict(vocab)[m["entity"]] for m in blink)

@@ -77,10 +77,50 @@ def test_detector_on_the_sample_corpus_aliases(sample_corpus):
     assert catalogue.id_of_title()[title] in [c.entity_id for c in spans[0].candidates]
 
 
-def test_trained_ner_pipeline_adds_entity_spans(aliases):
+def tiny_ner_pipeline(folder) -> str:
+    """A trained spaCy pipeline made here (no download): blank English + an NER overfitted on a few
+    sentences, saved to disk, loaded by path like any installed pipeline."""
     import spacy
+    from spacy.training import Example
 
-    if not spacy.util.is_package("en_core_web_sm"):
+    spacy.util.fix_random_seed(0)
+    nlp = spacy.blank("en")
+    ner = nlp.add_pipe("ner")
+    data = [("I flew to Zorbania in 2015.", [(10, 18, "GPE"), (22, 26, "DATE")]),
+            ("Zorbania is far from York.", [(0, 8, "GPE"), (21, 25, "GPE")]),
+            ("We met Quentin Marlo in Zorbania.", [(7, 20, "PERSON"), (24, 32, "GPE")]),
+            ("Quentin Marlo was born in 1990.", [(0, 13, "PERSON"), (26, 30, "DATE")])]
+    for _, ents in data:
+        for *_, label in ents:
+            ner.add_label(label)
+    examples = [Example.from_dict(nlp.make_doc(t), {"entities": e}) for t, e in data]
+    optimizer = nlp.initialize(lambda: examples)
+    for _ in range(60):
+        nlp.update(examples, sgd=optimizer, drop=0.0)
+    nlp.to_disk(folder)
+    return str(folder)
+
+
+def test_a_trained_pipeline_by_path_adds_ner_spans(aliases, tmp_path):
+    detector = MentionDetector(aliases, DetectorConfig(spacy_model=tiny_ner_pipeline(tmp_path / "ner")))
+    assert detector.has_ner
+    text = "We met Quentin Marlo in Zorbania."
+    spans = detector.detect(text)
+    assert [(s.surface, s.origin) for s in spans] == [("Quentin Marlo", "ner"), ("Zorbania", "ner")]
+    assert spans[0].candidates == ()  # not in the alias table: the bi-encoder alone proposes entities
+    text = "I flew to Zorbania in 2015."
+    assert [s.surface for s in detector.detect(text)] == ["Zorbania"]  # numeric types (DATE) are left out
+    assert [s.surface for s in detector.detect("Zorbania is far from York.")] == ["Zorbania", "York"]
+    york = [s for s in detector.detect("Zorbania is far from York.") if s.surface == "York"][0]
+    assert york.candidates and york.candidates[0].entity_id == 7  # an NER span still gets its alias candidates
+
+
+def test_an_installed_pipeline_adds_entity_spans(aliases):
+    """Runs whenever a trained English pipeline package is installed (README: how to install one)."""
+    from linker.mentions import find_installed_pipeline
+
+    name = find_installed_pipeline("en")
+    if name is None:
         pytest.skip("no trained English spaCy pipeline installed")
     detector = MentionDetector(aliases, DetectorConfig(spacy_model="auto"))
     assert detector.has_ner
@@ -88,3 +128,4 @@ def test_trained_ner_pipeline_adds_entity_spans(aliases):
     spans = detector.detect(text)
     assert ("Barack Obama", "ner") in [(s.surface, s.origin) for s in spans]
     assert "2015" not in [s.surface for s in spans]  # numeric types are left out
+    assert [c.entity_id for c in next(s for s in spans if s.surface == "Paris").candidates] == [3, 4]

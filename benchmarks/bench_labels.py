@@ -1,0 +1,312 @@
+"""Label quality: how many hidden links does the missing-mention labeller recover?
+
+EDMem labels an unlinked mention when its entity is linked elsewhere in the
+same page, or is the page itself. To measure that on real text, this
+benchmark makes a copy of a dump in which such links are *hidden* (the
+wikitext ``[[Target|shown]]`` becomes plain ``shown``), runs the corpus job on
+the copy, and checks which hidden spans came back as labels:
+
+* hidden       links turned into plain text whose entity is still linked
+               elsewhere in the page (after hiding), or is the page's own
+               entity; the first link of each entity stays, the rest are hidden;
+* recoverable  hidden spans whose text equals a remaining anchor text of that
+               entity in the page, or an alias (alias table of the copy) of the
+               page's own entity: what EDMem's rules can find from the page;
+* recovered    hidden spans labelled with exactly that span (any entity);
+  correct      ... and with the hidden link's entity;
+* precision    correct / recovered.
+
+Hidden spans are found by extracting each page before and after hiding: the
+plain texts must be equal (pages where they are not are skipped and
+counted), and the hidden spans are the links of the original extraction that
+the copy's extraction no longer has. Entities come from the dump's own
+redirects (chains followed); red links are their own entity, as the job's
+``--keep_red_links true`` has them (these are excerpts: most targets are
+absent).
+
+    python benchmarks/bench_labels.py [--dumps A.xml.bz2,B.xml] [--json OUT] [-- job flags]
+
+Extra job flags (after ``--``) go to the corpus job, e.g. ``-- --labels.ambiguity skip``.
+"""
+from __future__ import annotations
+
+import argparse
+import bz2
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from pipelines.dump import iter_pages, read_siteinfo  # noqa: E402
+from pipelines.records import RawPage  # noqa: E402
+from pipelines.wikitext import (  # noqa: E402
+    ExtractionError,
+    extract_article,
+    is_disambiguation,
+    normalize_title,
+    parse_link_target,
+    redirect_target,
+)
+from synth_dump import dump_header, page_xml  # noqa: E402
+
+SHARED = (REPO / ".." / "shared" / "wikidumps").resolve()
+DEFAULT_DUMPS = (
+    "enwiki-2016-206pages-articles1.xml.bz2",
+    "enwiki-2019-196pages-namespaces.xml.bz2",
+    "enwiki-2019-11pages-partial.xml",
+    "enwiki-2020-tiny-7pages.xml.bz2",
+    "enwiki-pear-1page-schema0.10.xml",
+    "enwiki-5pages-tables-no-siteinfo.xml.bz2",
+    "simplewiki-2019-7pages.xml.bz2",
+    "ukwiki-2023-first100k-lines-truncated.xml.xz",
+)
+# An innermost wikilink: no brackets inside, optional label.
+_WIKILINK = re.compile(r"\[\[([^\[\]|\n]+)(?:\|([^\[\]]*))?\]\]")
+
+
+class Wiki:
+    """The pages of a dump, its redirects (followed) and disambiguation pages."""
+
+    def __init__(self, path: str) -> None:
+        self.site = read_siteinfo(path)
+        self.pages: list[RawPage] = [p for p in iter_pages(path) if isinstance(p, RawPage)]
+        self.redirects: dict[str, str] = {}
+        self.disambiguation: set[str] = set()
+        for page in self.pages:
+            if page.ns != 0:
+                continue
+            title = normalize_title(page.title, self.site)
+            target = None
+            if page.redirect is not None:
+                parsed = parse_link_target(page.redirect, self.site)
+                target = parsed.title if parsed.kind == "article" else ""
+            elif page.text:
+                target = redirect_target(page.text, self.site)
+            if target is not None:
+                self.redirects[title] = target
+            elif page.text and is_disambiguation(page.text, self.site):
+                self.disambiguation.add(title)
+
+    def entity(self, title: str) -> str | None:
+        """The entity a link target names (redirects followed), None when not an entity."""
+        seen = set()
+        while title in self.redirects:
+            if title in seen or not self.redirects[title]:
+                return None
+            seen.add(title)
+            title = self.redirects[title]
+        return None if title in self.disambiguation else title
+
+
+def hide_links(wiki: Wiki, page: RawPage, title: str) -> str:
+    """The page's wikitext with repeated links (and links to the page itself) made plain text."""
+    own = wiki.entity(title)
+    seen: set[str] = set()
+
+    def replace(m: re.Match) -> str:
+        target, label = m.group(1), m.group(2)
+        if "%" in target or "&" in target or target.lstrip().startswith(":") or label == "":
+            return m.group(0)
+        parsed = parse_link_target(target, wiki.site)
+        if parsed.kind != "article":
+            return m.group(0)
+        entity = wiki.entity(parsed.title)
+        if entity is None:
+            return m.group(0)
+        first = entity not in seen
+        seen.add(entity)
+        if entity != own and first:
+            return m.group(0)
+        return label if label is not None else target
+
+    return _WIKILINK.sub(replace, page.text)
+
+
+def make_hidden_copy(src: str, dst: str) -> tuple[dict, dict]:
+    """Write the copy; return (hidden spans by page id, counts)."""
+    wiki = Wiki(src)
+    header = dump_header(src)
+    hidden: dict[int, list[dict]] = {}
+    counts = defaultdict(int)
+    with bz2.open(dst, "wt", encoding="utf-8") as out:
+        out.write(header)
+        for page in wiki.pages:
+            text = page.text
+            title = normalize_title(page.title, wiki.site) if page.ns == 0 else page.title
+            is_article = page.ns == 0 and title not in wiki.redirects and title not in wiki.disambiguation
+            if is_article and text:
+                counts["articles"] += 1
+                modified = hide_links(wiki, page, title)
+                if modified != text:
+                    try:
+                        before = extract_article(text, wiki.site, title=title)
+                        after = extract_article(modified, wiki.site, title=title)
+                    except (ExtractionError, RecursionError):
+                        counts["pages_skipped_extraction_error"] += 1
+                        modified = text
+                    else:
+                        if before.text != after.text:
+                            counts["pages_skipped_text_changed"] += 1
+                            modified = text
+                        else:
+                            spans = _hidden_spans(wiki, title, before, after.links)
+                            counts["hidden"] += len(spans)
+                            if spans:
+                                hidden[page.page_id] = spans
+                text = modified
+            out.write(page_xml(page.page_id, page.ns, page.title, text, page.redirect))
+        out.write("</mediawiki>\n")
+    return hidden, dict(counts)
+
+
+def _hidden_spans(wiki: Wiki, title: str, extraction, after) -> list[dict]:
+    before, text = extraction.links, extraction.text
+    kept = {(m.start, m.end) for m in after}
+    remaining = defaultdict(set)  # entity -> anchor texts still linked in the page
+    for m in after:
+        entity = wiki.entity(m.target)
+        if entity is not None:
+            remaining[entity].add(m.surface)
+    own = wiki.entity(title)
+    spans = []
+    for m in before:
+        if (m.start, m.end) in kept:
+            continue
+        entity = wiki.entity(m.target)
+        if entity is None or not (entity == own or entity in remaining):
+            continue  # hidden by the wikitext rule but not by EDMem's: not counted
+        spans.append({"start": m.start, "end": m.end, "surface": m.surface, "entity": entity,
+                      "own": entity == own, "anchors": sorted(remaining.get(entity, ())), "title": title,
+                      "context": text[max(0, m.start - 50):m.start] + "[[" + text[m.start:m.end] + "]]"
+                      + text[m.end:m.end + 50]})
+    return spans
+
+
+def run_job(dump: str, out: str, extra: list[str]) -> float:
+    cmd = [sys.executable, "-m", "pipelines.wiki_mentions", "--input", dump, "--output", out,
+           "--keep_red_links", "true", "--num_shards", "1", "--direct_num_workers", "1", *extra]
+    started = time.perf_counter()
+    subprocess.run(cmd, check=True, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - started
+
+
+def labels_by_page(out: str) -> dict[int, dict[tuple[int, int], tuple[str, str]]]:
+    """page id -> {(char_start, char_end): (entity, source)} of every mention in the passages."""
+    found: dict[int, dict] = defaultdict(dict)
+    for path in sorted(Path(out, "passages").glob("*.parquet")):
+        table = pq.read_table(path, columns=["page_id", "mentions"])
+        for page_id, mentions in zip(table.column("page_id").to_pylist(), table.column("mentions").to_pylist()):
+            for m in mentions:
+                found[page_id][(m["char_start"], m["char_end"])] = (m["entity"], m["source"])
+    return found
+
+
+def aliases_of(out: str, entities: set[str]) -> dict[str, set[str]]:
+    result: dict[str, set[str]] = defaultdict(set)
+    for path in sorted(Path(out, "alias_table").glob("*.parquet")):
+        table = pq.read_table(path, columns=["alias", "entity"])
+        for alias, entity in zip(table.column("alias").to_pylist(), table.column("entity").to_pylist()):
+            if entity in entities:
+                result[entity].add(alias)
+    return result
+
+
+def score(hidden: dict[int, list[dict]], out: str, examples: int = 0) -> dict:
+    labels = labels_by_page(out)
+    own_entities = {s["entity"] for spans in hidden.values() for s in spans if s["own"]}
+    own_aliases = aliases_of(out, own_entities)
+    n = recoverable = recovered = correct = recoverable_correct = 0
+    by_source: dict[str, int] = defaultdict(int)
+    missed, wrong = [], []
+    for page_id, spans in hidden.items():
+        page_labels = labels.get(page_id, {})
+        for s in spans:
+            n += 1
+            can = s["surface"] in s["anchors"] or (s["own"] and s["surface"] in own_aliases.get(s["entity"], ()))
+            recoverable += can
+            label = page_labels.get((s["start"], s["end"]))
+            if label is None or label[1] == "hyperlink":
+                overlapping = [(k, v) for k, v in page_labels.items() if k[0] < s["end"] and s["start"] < k[1]]
+                missed.append({"recoverable": can, "title": s["title"], "surface": s["surface"], "entity": s["entity"],
+                               "anchors": s["anchors"][:5], "context": s["context"],
+                               "overlapping_labels": [list(k) + list(v) for k, v in overlapping]})
+                continue
+            if label[0] != s["entity"]:
+                wrong.append({"title": s["title"], "surface": s["surface"], "entity": s["entity"],
+                              "labelled": label[0], "source": label[1], "context": s["context"]})
+            recovered += 1
+            by_source[label[1]] += 1
+            right = label[0] == s["entity"]
+            correct += right
+            recoverable_correct += right and can
+    return {
+        "hidden": n,
+        "recoverable": recoverable,
+        "recovered": recovered,
+        "correct": correct,
+        "recovered_of_hidden": round(correct / n, 4) if n else None,
+        "recoverable_correct": recoverable_correct,
+        "recovered_of_recoverable": round(recoverable_correct / recoverable, 4) if recoverable else None,
+        "precision": round(correct / recovered, 4) if recovered else None,
+        "recovered_by_source": dict(sorted(by_source.items())),
+        "examples": {"missed_recoverable": [m for m in missed if m["recoverable"]][:examples],
+                     "missed_other": [m for m in missed if not m["recoverable"]][:examples],
+                     "wrong": wrong[:examples]} if examples else {},
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    extra: list[str] = []
+    if "--" in argv:
+        cut = argv.index("--")
+        argv, extra = argv[:cut], argv[cut + 1:]
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dumps", default=",".join(str(SHARED / d) for d in DEFAULT_DUMPS),
+                        help="comma-separated dump paths (default: the shared excerpts)")
+    parser.add_argument("--json", type=Path, help="write the results here")
+    parser.add_argument("--label", default="", help="a name for this run in the JSON (e.g. before/after)")
+    parser.add_argument("--examples", type=int, default=0, help="keep this many missed and wrong spans per dump in the JSON")
+    args = parser.parse_args(argv)
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for dump in [d for d in args.dumps.split(",") if d]:
+            if not os.path.exists(dump):
+                print(f"skipping {dump}: not found", file=sys.stderr)
+                continue
+            name = Path(dump).name
+            copy = os.path.join(tmp, name.split(".xml")[0] + "-hidden.xml.bz2")
+            hidden, counts = make_hidden_copy(dump, copy)
+            out = os.path.join(tmp, name + "-out")
+            seconds = run_job(copy, out, extra)
+            results[name] = {**counts, **score(hidden, out, args.examples), "job_seconds": round(seconds, 1)}
+            r = results[name]
+            print(f"{name:<48} hidden {r['hidden']:>5}  recoverable {r['recoverable']:>5}  "
+                  f"correct {r['correct']:>5}  of hidden {r['recovered_of_hidden']}  "
+                  f"of recoverable {r['recovered_of_recoverable']}  precision {r['precision']}", flush=True)
+    totals = {k: sum(r[k] for r in results.values())
+              for k in ("hidden", "recoverable", "recovered", "correct", "recoverable_correct")}
+    if totals["hidden"]:
+        totals["recovered_of_hidden"] = round(totals["correct"] / totals["hidden"], 4)
+        totals["recovered_of_recoverable"] = round(totals["recoverable_correct"] / max(totals["recoverable"], 1), 4)
+        totals["precision"] = round(totals["correct"] / max(totals["recovered"], 1), 4)
+    print(f"all dumps: {totals}")
+    if args.json:
+        doc = {"label": args.label, "job_flags": extra, "dumps": results, "totals": totals}
+        args.json.write_text(json.dumps(doc, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,66 @@
+"""Which alias-table rows the missing-mention labeller may use, and in what order.
+
+Before the label join, every alias row is checked once against the
+labeller's filters that do not depend on the page (length, letters,
+stopwords, rarity, prior; see ``rejection_reason``), and each entity keeps at
+most ``LabelConfig.max_aliases_per_entity`` aliases, best first by
+:func:`alias_rank`. A page that refers to the entity then receives the first
+``top_aliases_per_page`` of them, plus those it uses itself as anchor texts
+of that entity (:meth:`RankedAliases.for_page`): its volume is bounded by its own
+size, so the join's volume is linear in the corpus even when a hub entity
+has thousands of anchor texts, and no alias the page itself links with is lost.
+"""
+from __future__ import annotations
+
+from pipelines.corpus.alias_table import SOURCE_REDIRECT
+from pipelines.corpus.labels import (
+    LINKED,
+    AliasCandidate,
+    LabelConfig,
+    PackedAlias,
+    first_token,
+    rejection_reason,
+    strip_disambiguation,
+)
+
+
+def alias_rank(alias: str, entity: str, count: int, sources: tuple[str, ...]) -> tuple:
+    """Sort key, best first: the entity's own title (with or without its qualifier),
+    then the most-used anchor texts, redirects before other names at equal counts,
+    then alphabetical (deterministic)."""
+    own_title = alias == entity or alias == strip_disambiguation(entity)
+    return (not own_title, -count, SOURCE_REDIRECT not in sources, alias)
+
+
+def usable_alias(row: dict, config: LabelConfig) -> tuple[str | None, PackedAlias | None]:
+    """An alias-table row -> (rejection reason, None) or (None, packed alias)."""
+    sources = tuple(row["sources"])
+    candidate = AliasCandidate(row["alias"], row["entity"], row["count"], row["prior"], LINKED, sources)
+    reason = rejection_reason(candidate, config)
+    if reason is not None:
+        return reason, None
+    alias = row["alias"].strip()
+    return None, (alias, int(row["count"]), float(row["prior"]), sources, first_token(alias, config))
+
+
+class RankedAliases:
+    """The ranked aliases of one entity, and what each page that refers to it receives.
+
+    Per page the cost is O(top + the page's anchors), not O(all aliases): a hub's
+    list is built once per join group and served to thousands of pages.
+    """
+
+    __slots__ = ("ranked", "position")
+
+    def __init__(self, ranked: list[PackedAlias]) -> None:
+        self.ranked = ranked
+        self.position = {alias[0]: i for i, alias in enumerate(ranked)}
+
+    def for_page(self, top: int, page_anchors) -> tuple[PackedAlias, ...]:
+        """The first ``top`` aliases, then any later one that is among the page's own
+        (cleaned) anchor texts for the entity, in rank order."""
+        head = self.ranked[:top]
+        if len(self.ranked) <= top or not page_anchors:
+            return tuple(head)
+        later = sorted(i for i in (self.position.get(a) for a in page_anchors) if i is not None and i >= top)
+        return tuple(head) + tuple(self.ranked[i] for i in later)

@@ -1,0 +1,134 @@
+"""LookupJoin: many requests per key against a few table values per key, in bounded groups.
+
+The job's joins all have this shape: a small "table" side (one resolution per
+title, the top aliases of one entity) and a "request" side that grows with
+the corpus (every page that links to a title or an entity). A plain
+CoGroupByKey puts every request for one key into one group on one worker: on
+full English Wikipedia, the ~500k pages that link to "United States" would be
+one group.
+
+Here, keys with more than ``max_group`` requests are split. Their requests
+are spread over ``ceil(n / max_group)`` salted sub-keys by a stable hash of a
+per-request salt (the page id: one page's requests for a key always meet in
+the same sub-group, so they can be de-duplicated there), and their table
+values are copied to each sub-key. The heavy keys are found first, by
+counting requests per key with a combiner (lifted before the shuffle); only
+keys above the bound reach the side input, at most
+``total requests / max_group`` of them. Every group therefore holds at most
+about ``max_group`` requests (hashing spreads them evenly, within a few
+percent), whatever the size of the corpus; the largest one seen is reported as
+``largest_group/<join>`` in stats.json.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable, Iterable, Iterator
+
+import apache_beam as beam
+
+from pipelines.transforms.stats import STATS, CountingDoFn
+from pipelines.transforms.write import stable_shard
+
+DEFAULT_MAX_GROUP = 10_000
+
+
+def salts_needed(requests: int, max_group: int) -> int:
+    """Sub-keys for a key with ``requests`` requests (1 when it fits one group)."""
+    return max(1, math.ceil(requests / max_group))
+
+
+class GroupJoinFn(CountingDoFn):
+    """Base of the DoFn that consumes one (sub-)group of a LookupJoin.
+
+    Subclasses implement ``join(key, salt, values, requests)`` and yield
+    outputs; ``values`` is the (short) sorted list of table values of the key,
+    ``requests`` an iterator over this sub-group's requests. ``join_name``
+    names the ``largest_group/`` and ``volume/`` counters.
+    """
+
+    join_name = "Join"
+
+    def join(self, key, salt: int, values: list, requests: Iterator) -> Iterable:
+        raise NotImplementedError
+
+    def process(self, element):
+        (key, salt), grouped = element
+        requests = grouped["requests"]
+        table = grouped["table"]
+        self.count(f"volume/{self.join_name}/table", len(table))
+        if requests:  # else: a table value nobody asked for (or a copy for an empty sub-key)
+            yield from self.join(key, salt, sorted(table), iter(requests))
+            n = len(requests)
+            self.count(f"volume/{self.join_name}/requests", n)
+            self.observe_max(f"largest_group/{self.join_name}", n)
+
+
+def _salt_request(kv, heavy: dict, salt_key: Callable, _none=object()):
+    key, request = kv
+    salts = heavy.get(key, _none)
+    if salts is _none:
+        return (key, 0), request
+    return (key, stable_shard(str(salt_key(request)), salts)), request
+
+
+def _identity(x):
+    return x
+
+
+def _copy_table_value(kv, heavy: dict):
+    key, value = kv
+    for salt in range(heavy.get(key, 1)):
+        yield (key, salt), value
+
+
+class LookupJoin(beam.PTransform):
+    """{"requests": (key, request), "table": (key, value)[, "request_counts": (key, n)]}
+    -> the outputs of ``join_fn`` applied to every bounded (sub-)group.
+
+    ``salt_key(request)`` picks the sub-group of a request of a heavy key.
+    ``request_counts``, when given, are upper bounds of the requests per key
+    that the job has already counted (e.g. links per entity); otherwise they
+    are counted here. ``outputs`` are the extra tagged outputs of
+    ``join_fn`` (its stats output is always there).
+    """
+
+    def __init__(self, join_fn: GroupJoinFn, salt_key: Callable, max_group: int = DEFAULT_MAX_GROUP,
+                 outputs: tuple[str, ...] = (), main: str = "main") -> None:
+        super().__init__()
+        if max_group < 1:
+            raise ValueError(f"max_group must be >= 1, got {max_group}")
+        self.join_fn = join_fn
+        self.salt_key = salt_key
+        self.max_group = max_group
+        self.outputs = outputs
+        self.main = main
+
+    def expand(self, inputs):
+        requests, table = inputs["requests"], inputs["table"]
+        counts = inputs.get("request_counts")
+        if counts is None:
+            counts = (
+                requests
+                | "KeyOnly" >> beam.Map(lambda kv: (kv[0], 1))
+                | "CountRequests" >> beam.CombinePerKey(sum)
+            )
+        bound = self.max_group
+        heavy = beam.pvalue.AsDict(
+            counts
+            | "HeavyKeys" >> beam.Filter(lambda kv: kv[1] > bound)
+            | "SaltsPerHeavyKey" >> beam.Map(lambda kv: (kv[0], salts_needed(kv[1], bound)))
+        )
+        salted_requests = requests | "SaltRequests" >> beam.Map(_salt_request, heavy=heavy, salt_key=self.salt_key)
+        # The identity step keeps the side-input consumer below from being fused as a sibling
+        # with other consumers of the same table (the DirectRunner deadlocks when one table
+        # feeds several joins, as the redirect table feeds every hop).
+        salted_table = (
+            table
+            | "TableIn" >> beam.Map(_identity)
+            | "CopyTableToSalts" >> beam.FlatMap(_copy_table_value, heavy=heavy)
+        )
+        return (
+            {"table": salted_table, "requests": salted_requests}
+            | "GroupBySaltedKey" >> beam.CoGroupByKey()
+            | "JoinGroups" >> beam.ParDo(self.join_fn).with_outputs(STATS, *self.outputs, main=self.main)
+        )

@@ -1,0 +1,687 @@
+"""A fast path for rendering pre-passed wikitext, exact or declined.
+
+After :mod:`pipelines.wikitext.prepass`, what is left of a page is prose with
+links, bold/italic, headings, lists, entities, a few HTML tags and external
+links. :func:`render_fast` renders that with one regex scan and the same
+rendering decisions as :class:`pipelines.wikitext.extract._Renderer` (the link
+logic is shared), at a fraction of mwparserfromhell's cost (its tokenizer and
+tree builder are ~3/4 of the extraction time).
+
+It is a fast path, not a second parser of record: where its result could
+differ from ``mwparserfromhell.parse`` + ``_Renderer`` it raises
+:class:`Decline`, and the caller renders the page with mwparserfromhell, or
+only the rest of it from the last clean top-level line start (see
+:func:`render_fast`). It declines on: ``{{`` (the pre-pass leaves none) and
+tables; apostrophe runs that do not pair up within a link label, tag body,
+heading or external link's title, runs of 4 or more there, and bold and
+italics left open or interleaved at the top level (a lone italic is fine);
+links whose target holds characters mwparserfromhell rejects or looks like a
+URL; list or heading markup inside labels; markup after a heading's closing
+``=``; tags that are not simply written or not properly nested; HTML tables
+holding links; definition terms with open styles; deep nesting. Small
+constructs whose parse depends on mwparserfromhell's details (entities, tag
+attributes, external links) are checked against mwparserfromhell itself,
+once per distinct string (cached). ``tests/test_wikitext_fastrender.py``
+checks that the two paths agree on every article of the shared dumps and on
+random markup; docs/extraction.md says more.
+"""
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from typing import TYPE_CHECKING
+
+import mwparserfromhell
+from mwparserfromhell.definitions import is_scheme
+from mwparserfromhell.nodes import ExternalLink, HTMLEntity, Tag
+
+from pipelines.wikitext.extract import (
+    _BLOCK_TAGS,
+    _DROPPED_HTML_TAGS,
+    DROPPED_TAG_REASONS,
+    _Builder,
+    unicode_trail_length,
+)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pipelines.wikitext.extract import _Renderer
+
+TOP, TAG, LABEL, TITLE, HEADING = range(5)
+MAX_DEPTH = 24
+CHECKPOINT_EVERY = 1000  # characters between resume points of a partial fallback
+MAX_CACHE = 20_000
+
+_COMMON = (r"\[\[|\[|<|&|\{\{|'{2,}"
+           r"|\n(?=[#*;:=\-]|[ \t]*\{\|)"  # a line that starts with markup
+           r"|:(?<=[A-Za-z0-9]:)")  # a possible free link ("http:"); each branch starts with a fixed set
+_TOKENS = {
+    TOP: re.compile(_COMMON), TAG: re.compile(_COMMON), HEADING: re.compile(_COMMON),
+    LABEL: re.compile(r"\]\]|" + _COMMON), TITLE: re.compile(r"\]|" + _COMMON),
+}
+# While a ";" list item waits for its ":" (and until the line ends).
+_DL_TOKENS = {ctx: re.compile(pattern.pattern + r"|:|\n") for ctx, pattern in _TOKENS.items()}
+_TARGET = re.compile(r"[^\[\]{}<>\n|]*")
+# A label with nothing to parse in it (no links, tags, entities, styles, URLs, lines).
+_SIMPLE_LABEL = re.compile(r"\|[^\[\]{<&'\n:]*\]\]")
+_URL_START = re.compile(r"//|([A-Za-z0-9+.\-]+):(//)?")
+_LIST_MARKERS = re.compile(r"[#*;:]+")
+_DASHES = re.compile(r"-{4,}")
+_EQUALS = re.compile(r"=+")
+_PLAIN_REST = re.compile(r"[^'\[\]<>{}&:]*")
+_ENTITY = re.compile(r"&(?:#[xX][0-9a-fA-F]{1,8}|#[0-9]{1,8}|[A-Za-z][A-Za-z0-9]{0,31});")
+_ATTRIBUTES = r"(?:\s+[^\s<>\"'=/\[\]{}]+(?:\s*=\s*(?:\"[^\"<>\[\]{}]*\"|'[^'<>\[\]{}]*'|[^\s<>\"'=`\[\]{}]+))?)*\s*"
+_OPEN_TAG = re.compile(r"<([A-Za-z][A-Za-z0-9]*)(" + _ATTRIBUTES + r")(/?)>")
+_CLOSE_TAG = re.compile(r"</([A-Za-z][A-Za-z0-9]*)\s*>")
+_URL_END = re.compile(r"[\s\[\]<>\"]|''")
+_ALNUM = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
+_ALNUM_OR_COLON = _ALNUM | {":"}
+_STRAY = frozenset("[]{}")
+_VOID = frozenset(("br", "hr", "wbr"))
+
+_entity_cache: dict[str, str | None] = {}
+_tag_cache: dict[tuple[str, str], bool] = {}
+_url_cache: dict[str, int] = {}
+_ext_cache: dict[str, tuple[bool, str | None]] = {}
+
+
+class Decline(Exception):
+    """The fast path cannot promise mwparserfromhell's result here."""
+
+
+def _cached(cache: dict, key, compute):
+    value = cache.get(key, cache)
+    if value is cache:
+        if len(cache) >= MAX_CACHE:
+            cache.clear()
+        value = cache[key] = compute(key)
+    return value
+
+
+def _entity_char(entity: str) -> str | None:
+    nodes = mwparserfromhell.parse(entity).nodes
+    if len(nodes) == 1 and type(nodes[0]) is HTMLEntity:
+        return nodes[0].normalize()
+    return None
+
+
+def _tag_ok(key: tuple[str, str]) -> bool:
+    """Whether mwparserfromhell reads ``open + 'x' + close`` (or a void ``open``) as one tag."""
+    open_tag, close_tag = key
+    test = open_tag + ("x" + close_tag if close_tag else "")
+    nodes = mwparserfromhell.parse(test).nodes
+    return len(nodes) == 1 and type(nodes[0]) is Tag and str(nodes[0]) == test and not nodes[0].wiki_markup
+
+
+def _free_url_length(candidate: str) -> int:
+    """Length of the free external link at the start of ``candidate`` (0: none)."""
+    nodes = mwparserfromhell.parse(candidate).nodes
+    if nodes and type(nodes[0]) is ExternalLink and not nodes[0].brackets:
+        return len(str(nodes[0]))
+    return 0
+
+
+def _bracket_link(candidate: str) -> tuple[bool, str | None]:
+    """(is ``candidate`` exactly one bracketed external link, its raw title or None)."""
+    nodes = mwparserfromhell.parse(candidate).nodes
+    if len(nodes) == 1 and type(nodes[0]) is ExternalLink and nodes[0].brackets \
+            and str(nodes[0]) == candidate:
+        title = nodes[0].title
+        return True, None if title is None else str(title)
+    return False, None
+
+
+def render_fast(text: str, renderer: "_Renderer", out: "_Builder") -> int | None:
+    """Render ``text`` into ``out`` as ``renderer.render(mwparserfromhell.parse(text))`` would.
+
+    Returns None when done, or a position ``p`` from which the caller must
+    render ``text[p:]`` with mwparserfromhell (the fast path declined after
+    ``p``, a line start where nothing was open: parsing from there gives
+    what parsing the whole text gives there; ``out`` and ``renderer.counts``
+    are as they must be at ``p``). Raises :class:`Decline` (with ``out`` and
+    ``renderer.counts`` partly written: the caller starts again from copies)
+    where it declined before any such point.
+    """
+    if "'\ufdd0" in text or "\ufdd0'" in text:  # the renderer drops the mark, joining quotes
+        raise Decline("mark between apostrophes")
+    scan = _FastScan(text, renderer)
+    try:
+        scan.scan(0, len(text), TOP, out, False)
+    except Decline:
+        if scan.checkpoint is None:
+            raise
+        position, text_from, parts, size, spans, counts = scan.checkpoint
+        del out.parts[parts:]
+        del out.spans[spans:]
+        out.size = size
+        renderer.counts.clear()
+        renderer.counts.update(counts)
+        if text_from < position:  # the pending text up to the line start
+            out.emit(renderer.clean_text(text[text_from:position]))
+        return position
+    return None
+
+
+class _FastScan:
+    __slots__ = ("text", "r", "depth", "links_seen", "unicode_trails", "checkpoint")
+
+    def __init__(self, text: str, renderer: "_Renderer") -> None:
+        self.text = text
+        self.r = renderer
+        self.depth = 0
+        self.links_seen = 0
+        # The last top-level line start with nothing open: (position, pending text start,
+        # len(out.parts), out.size, len(out.spans), counts) for render_fast to resume from.
+        self.checkpoint: tuple | None = None
+        self.unicode_trails = renderer.trail_length is unicode_trail_length  # trails start with a letter
+
+    def scan(self, pos: int, end: int, ctx: int, out: "_Builder", in_label: bool,
+             tag: str = "") -> int:
+        try:
+            return self._scan(pos, end, ctx, out, in_label, tag)
+        except Decline as decline:
+            if len(decline.args) == 1:  # where it happened: the innermost context's start
+                decline.args = (*decline.args, pos)
+            raise
+
+    def _scan(self, pos: int, end: int, ctx: int, out: "_Builder", in_label: bool,
+              tag: str) -> int:
+        """Render ``text[pos:end]`` in context ``ctx``; return where the context ended.
+
+        LABEL returns the position of its "]]", TITLE of its "]", TAG the end of
+        its closing tag; TOP and HEADING run to ``end``.
+        """
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise Decline("nesting")
+        text = self.text
+        r = self.r
+        clean = r.clean_text
+        styles = _Styles()
+        text_from = pos  # start of the pending text run
+        node_end = pos  # end of the last parsed node (mwparserfromhell's text buffer starts there)
+        dl_term = False
+        if pos == 0 and ctx == TOP and end:
+            text_from = node_end = pos = self.line_start(0, end, ctx, out, in_label, styles)
+            if pos < 0:
+                text_from = node_end = pos = -pos - 1
+                dl_term = True
+        top = ctx == TOP
+        next_checkpoint = CHECKPOINT_EVERY
+        search, dl_search = _TOKENS[ctx].search, _DL_TOKENS[ctx].search
+        while True:
+            match = (dl_search if dl_term else search)(text, pos, end)
+            if match is None:
+                break
+            start = match.start()
+            token = match.group()
+            first = token[0]
+            if top and start >= next_checkpoint and styles.simple and not styles \
+                    and not styles.loose and not dl_term:
+                line = text.rfind("\n", node_end, start) + 1
+                if line:  # a line start after the last node, with no style open
+                    self.checkpoint = (line, text_from, len(out.parts), out.size, len(out.spans),
+                                       dict(r.counts))
+                    next_checkpoint = start + CHECKPOINT_EVERY
+            if first == "[":
+                if token == "[[":
+                    if text_from < start:
+                        out.emit(clean(text[text_from:start]))
+                    node_end, trail = self.wikilink(start, end, out, in_label)
+                    pos = text_from = node_end + trail  # the trail is still the parser's text
+                    continue
+                if ctx == TITLE or not _looks_like_url(text, start + 1):
+                    pos = start + 1  # "[" as text
+                    continue
+                close = text.find("]", start, end)
+                line_end = text.find("\n", start, end)
+                if close < 0 or (0 <= line_end < close):
+                    raise Decline("bracket")
+                is_link, title = _cached(_ext_cache, text[start:close + 1], _bracket_link)
+                if not is_link:
+                    raise Decline("external link")
+                if text_from < start:
+                    out.emit(clean(text[text_from:start]))
+                r.bump("external_links")
+                if title is not None:
+                    self.scan(close - len(title), close + 1, TITLE, out, in_label)
+                pos = text_from = node_end = close + 1
+                continue
+            if first == "'":
+                run = len(token)
+                if run > 3:
+                    if not top:  # inside a label, tag, heading or title: too many ways to read it
+                        raise Decline("apostrophes", start)
+                    styles.simple = False  # and no resume point past it
+                # mwparserfromhell reads '''' as "'" + ''' and 6+ as the extra "'"s + '''''.
+                extra = 1 if run == 4 else max(run - 5, 0)
+                if run == 2 and start and text[start - 1] in _STRAY \
+                        and text[start - 1] == text[start + 2:start + 3]:
+                    styles.risky = True  # as text, the run would let "]" + "]" meet in one node
+                if text_from < start + extra:
+                    out.emit(clean(text[text_from:start + extra]))
+                styles.run(run - extra, start)
+                pos = text_from = node_end = match.end()
+                continue
+            if first == "<":
+                resume = self.tag(start, end, ctx, out, in_label, tag, text_from, styles)
+                if resume is None:  # "<" as text
+                    pos = start + 1
+                elif resume < 0:  # this context's closing tag
+                    return -resume - 1
+                else:
+                    pos = text_from = node_end = resume
+                continue
+            if first == "&":
+                entity = _ENTITY.match(text, start)
+                char = _cached(_entity_cache, entity.group(), _entity_char) if entity else None
+                if char is None:
+                    pos = start + 1
+                    continue
+                if text_from < start:
+                    out.emit(clean(text[text_from:start]))
+                out.emit(char)
+                pos = text_from = node_end = entity.end()
+                continue
+            if first == ":":
+                if ctx != TITLE and start > 0 and text[start - 1] in _ALNUM:
+                    link = self.free_link(start, end, node_end)
+                    if link:
+                        link_start, link_end, url_end = link
+                        if text_from < link_start:
+                            out.emit(clean(text[text_from:link_start]))
+                        r.bump("external_links")
+                        text_from = node_end = link_end
+                        pos = url_end  # trailing punctuation left out of the URL is plain text
+                        continue
+                if dl_term:  # the ":" of "; term : definition" is a list marker
+                    if styles or styles.loose:  # unless a bold/italic context holds it
+                        raise Decline("style in a definition term")
+                    if text_from < start:
+                        out.emit(clean(text[text_from:start]))
+                    dl_term = False
+                    pos = text_from = node_end = start + 1
+                    continue
+                pos = start + 1
+                continue
+            if first == "\n":
+                if dl_term and (styles or styles.loose):
+                    raise Decline("style in a definition term")
+                dl_term = False
+                pos = start + 1
+                if pos < end and _starts_line_markup(text, pos):
+                    if text_from < pos:
+                        out.emit(clean(text[text_from:pos]))
+                    new_pos = self.line_start(pos, end, ctx, out, in_label, styles)
+                    if new_pos < 0:
+                        new_pos = -new_pos - 1
+                        dl_term = True
+                    pos = text_from = node_end = new_pos
+                continue
+            if first == "]":
+                if text_from < start:
+                    out.emit(clean(text[text_from:start]))
+                if styles:
+                    raise Decline("open style")
+                self.depth -= 1
+                return start
+            raise Decline("template")  # "{{"
+        if text_from < end:
+            out.emit(clean(text[text_from:end]))
+        if styles:
+            if ctx != TOP:
+                raise Decline("open style")
+            styles.settle()
+        if ctx in (LABEL, TITLE, TAG):
+            raise Decline("unclosed")
+        self.depth -= 1
+        return end
+
+    # -- line starts: lists, headings, rules --------------------------------------------
+    def line_start(self, pos: int, end: int, ctx: int, out: "_Builder", in_label: bool,
+                   styles: "_Styles") -> int:
+        """Handle markup at a line start; return the position after it.
+
+        A negative result ``-p - 1`` means "p, and a ';' list item now waits for its ':'".
+        """
+        text = self.text
+        char = text[pos]
+        if char not in "#*;:=-{ \t":
+            return pos
+        if ctx not in (TOP, TAG):
+            raise Decline("line markup inside a link, title or heading")
+        if char in "#*;:":
+            styles.crossing(ctx)
+            markers = _LIST_MARKERS.match(text, pos, end)
+            after = markers.end()
+            return -after - 1 if ";" in markers.group() else after
+        if char == "-":
+            dashes = _DASHES.match(text, pos, end)
+            if dashes is None:
+                return pos
+            out.emit("\n")
+            return dashes.end()
+        if char == "=":
+            # As mwparserfromhell reads "== Title ==": the last run of "=" on the line
+            # closes; level = the shorter run (at most 6); the longer run's extra "="
+            # and any "=" inside are title text; what follows the last run is text.
+            line_end = text.find("\n", pos, end)
+            line_end = end if line_end < 0 else line_end
+            opening = _EQUALS.match(text, pos, line_end).end()
+            closing_end = text.rfind("=", opening, line_end) + 1
+            if closing_end <= opening:
+                raise Decline("heading")
+            closing = closing_end
+            while text[closing - 1] == "=":
+                closing -= 1
+            if closing <= opening or not text[opening:closing].strip(" \t") \
+                    or not _PLAIN_REST.fullmatch(text, closing_end, line_end):
+                # (markup after the closing run can carry the heading over to another line)
+                raise Decline("heading")
+            level = min(opening - pos, closing_end - closing, 6)
+            styles.crossing(ctx)
+            if self.r.config.keep_headings:
+                out.emit("\n")
+                out.emit("=" * (opening - pos - level))
+                self.scan(opening, closing, HEADING, out, in_label)
+                out.emit("=" * (closing_end - closing - level))
+                out.emit("\n")
+            return closing_end
+        if text[pos:pos + 200].lstrip(" \t").startswith("{|"):
+            raise Decline("table")
+        return pos
+
+    # -- links ------------------------------------------------------------------------
+    def wikilink(self, start: int, end: int, out: "_Builder", in_label: bool) -> tuple[int, int]:
+        """Render the link at ``start`` ("[["); return its end and its trail's length."""
+        text = self.text
+        r = self.r
+        target_end = _TARGET.match(text, start + 2, end).end()
+        raw_target = text[start + 2:target_end]
+        if (":" in raw_target or raw_target.startswith("//")) and _looks_like_url(text, start + 2):
+            raise Decline("link that looks like a URL")
+        if not raw_target.strip() or "''" in raw_target:
+            raise Decline("link target")
+        self.links_seen += 1
+        if text.startswith("]]", target_end):
+            return self.finish_link(raw_target, None, "", target_end + 2, end, out, in_label)
+        if (simple := _SIMPLE_LABEL.match(text, target_end, end)) is not None:
+            raw_label = text[target_end + 1:simple.end() - 2]  # plain text: one Text node
+            if "}" in raw_label or "\ufdd0" in raw_label:  # the renderer changes (and counts) those
+                return self.finish_link(raw_target, raw_label, lambda: r.clean_text(raw_label),
+                                        simple.end(), end, out, in_label)
+            return self.finish_link(raw_target, raw_label, raw_label, simple.end(), end, out, in_label)
+        if text.startswith("|", target_end):
+            label_out = _Builder()
+            saved = r.counts
+            r.counts = {}
+            seen = self.links_seen
+            try:
+                label_end = self.scan(target_end + 1, end, LABEL, label_out, True)
+            finally:
+                label_counts, r.counts = r.counts, saved
+            caption_links = self.links_seen - seen
+            raw_label = text[target_end + 1:label_end]
+            label_text = label_out.text()
+            link_end = label_end + 2
+        else:
+            raise Decline("link target")
+
+        def render_label() -> str:
+            if label_counts:
+                counts = r.counts
+                for key, value in label_counts.items():
+                    counts[key] = counts.get(key, 0) + value
+            return label_text
+
+        return self.finish_link(raw_target, raw_label, render_label, link_end, end, out, in_label,
+                                caption_links)
+
+    def finish_link(self, raw_target: str, raw_label: str | None, label, link_end: int,
+                    end: int, out: "_Builder", in_label: bool,
+                    caption_links: int = 0) -> tuple[int, int]:
+        """Render a parsed link with the shared logic; return its end and trail length."""
+        text = self.text
+        if link_end < end and (text[link_end].isalpha() or not self.unicode_trails):
+            following = text[link_end:min(end, link_end + 100)]
+        else:
+            following = ""  # no trail can start here
+        trail = self.r.link(raw_target, raw_label, label, caption_links, following, out, in_label)
+        if trail and following[trail:trail + 1] in _ALNUM_OR_COLON:
+            # The letters after the link may begin a free link ("[[a]]http://..."):
+            # mwparserfromhell would not take them as a trail.
+            scheme = _scheme_run(text, link_end, end)
+            if text.startswith(":", link_end + len(scheme)) and is_scheme(
+                    scheme, text.startswith("//", link_end + len(scheme) + 1)):
+                raise Decline("trail before a free link")
+        return link_end, trail
+
+    def free_link(self, colon: int, end: int, node_end: int) -> tuple[int, int, int] | None:
+        """(start, end, end of URL characters) of the free link whose scheme ends at ``colon``."""
+        text = self.text
+        scheme = _scheme_before(text, colon, node_end)
+        start = colon - len(scheme)
+        if not scheme or (start > node_end and not _is_boundary(text[start - 1])):
+            return None
+        slashes = text.startswith("//", colon + 1)
+        if not is_scheme(scheme, slashes):
+            return None
+        stop = _URL_END.search(text, colon + 1, end)
+        if stop is None and end < len(text):  # runs to a heading's "=": ends there, not in a lone parse
+            raise Decline("free link at the end of a heading")
+        candidate = text[start:stop.end() if stop else end]  # with what ends the URL
+        length = _cached(_url_cache, candidate, _free_url_length)
+        if not length:
+            return None
+        return start, start + length, max(start + length, stop.start() if stop else end)
+
+    # -- tags -------------------------------------------------------------------------
+    def tag(self, start: int, end: int, ctx: int, out: "_Builder", in_label: bool, current: str,
+            text_from: int, styles: "_Styles") -> int | None:
+        """Render the tag at ``start``; return where text resumes.
+
+        ``-p - 1`` when it is the closing tag of the context being scanned;
+        None when the "<" is text.
+        """
+        text = self.text
+        r = self.r
+        if text.startswith("</", start):
+            close = _CLOSE_TAG.match(text, start, end)
+            if ctx == TAG and close is not None and close.group(1).lower() == current:
+                if text_from < start:
+                    out.emit(r.clean_text(text[text_from:start]))
+                if styles:
+                    raise Decline("open style")
+                self.depth -= 1
+                return -close.end() - 1
+            if start + 2 < end and text[start + 2].isalpha():
+                raise Decline("closing tag")
+            return None
+        opening = _OPEN_TAG.match(text, start, end)
+        if opening is None:
+            if start + 1 < end and text[start + 1].isalpha():
+                raise Decline("tag")
+            return None
+        name = opening.group(1).lower()
+        self_closing = bool(opening.group(3)) or name in _VOID
+        if text_from < start:
+            out.emit(r.clean_text(text[text_from:start]))
+        reason = DROPPED_TAG_REASONS.get(name) or _DROPPED_HTML_TAGS.get(name)
+        block = name in _BLOCK_TAGS
+        if self_closing:
+            if not _cached(_tag_cache, (opening.group(), ""), _tag_ok):
+                raise Decline("tag")
+            if reason:
+                if name == "table":
+                    out.emit("\n")
+            elif block:
+                out.emit("\n\n")
+            return opening.end()
+        close_at = _matching_close(text, name, opening.end(), end)
+        if close_at is None:
+            raise Decline("unclosed tag")
+        close = _CLOSE_TAG.match(text, close_at, end)
+        if not _cached(_tag_cache, (opening.group(), close.group()), _tag_ok):
+            raise Decline("tag")
+        if reason:
+            if "[[" in text[opening.end():close_at]:
+                raise Decline("links in a dropped tag")
+            # Not shown, but parsed: what the body holds decides whether the tag is one.
+            saved = r.counts
+            r.counts = {}
+            try:
+                resume = self.scan(opening.end(), end, TAG, _Builder(), in_label, name)
+            finally:
+                r.counts = saved
+            if resume != close.end():
+                raise Decline("tag nesting")
+            if name == "table":
+                out.emit("\n")
+            return resume
+        if block:
+            out.emit("\n")
+        resume = self.scan(opening.end(), end, TAG, out, in_label, name)
+        if resume != close.end():
+            raise Decline("tag nesting")
+        if block:
+            out.emit("\n")
+        return resume
+
+
+class _Styles:
+    """Apostrophe runs of one context, as mwparserfromhell pairs them.
+
+    Runs of '' ''' ''''' that nest properly are bold/italic markup: all vanish.
+    At the page's top level an italic left open is common (its other half was
+    in a removed template or ref). mwparserfromhell then pairs the top-level
+    '' differently or reads some as text, but every '' still vanishes (the
+    renderer drops leftover runs) as long as each ''' pairs with the next
+    ''' (with any '' between them paired too): that is the "loose" mode.
+    Anything else is declined.
+    """
+
+    __slots__ = ("stack", "loose", "last", "risky", "bold_open", "italic_in_bold", "simple")
+
+    def __init__(self) -> None:
+        self.stack: list[str] = []
+        # Only '' and ''' so far: each pairs with the next closer left to right, as in
+        # mwparserfromhell, so a line start with nothing open is a safe resume point.
+        self.simple = True
+        self.loose = False
+        self.risky = False  # a '' next to a bracket or brace: not safe to read loosely
+        self.last = 0  # where the last run was (for Decline's position)
+        self.bold_open = False  # loose mode: inside a ''' pair
+        self.italic_in_bold = False  # loose mode: inside a '' pair inside a ''' pair
+
+    def run(self, length: int, at: int) -> None:
+        self.last = at
+        if not self.loose:
+            _style(self.stack, length, at)
+        elif length == 2:
+            if self.bold_open:
+                self.italic_in_bold = not self.italic_in_bold
+        elif length == 3 and not self.italic_in_bold:
+            self.bold_open = not self.bold_open
+        else:
+            raise Decline("bold after a loose italic", at)
+
+    def crossing(self, ctx: int) -> None:
+        """A heading or list item starts while styles are open."""
+        if self.stack:
+            if ctx != TOP:  # an italic left open in a tag's body can unmake the tag
+                raise Decline("open style in a tag")
+            self.settle()
+
+    def settle(self) -> None:
+        """The context ends (or a block starts) with styles still open."""
+        if self.bold_open or self.italic_in_bold or self.risky \
+                or any(style != "i" for style in self.stack):
+            raise Decline("open style", self.last)
+        self.stack.clear()
+        self.loose = True
+
+    def __bool__(self) -> bool:
+        return bool(self.stack) or self.bold_open or self.italic_in_bold
+
+
+def _style(styles: list[str], run: int, at: int) -> None:
+    """Track '' / ''' / ''''' as mwparserfromhell pairs them; decline on anything unusual."""
+    top = styles[-1] if styles else ""
+    if run == 2:
+        if top == "i" or top == "i5":
+            styles.pop()
+        elif top == "5":
+            styles[-1] = "b"
+        elif "i" in styles or "i5" in styles or "5" in styles:
+            raise Decline("style nesting", at)
+        else:
+            styles.append("i")
+    elif run == 3:
+        if top == "b":
+            styles.pop()
+        elif top == "5":
+            styles[-1] = "i5"  # the italic half of a ''''' : never read loosely
+        elif "b" in styles or "5" in styles:
+            raise Decline("style nesting", at)
+        else:
+            styles.append("b")
+    elif run == 5:
+        if not styles:
+            styles.append("5")
+        elif top == "5":
+            styles.pop()
+        elif styles == ["b", "i"] or styles == ["i", "b"]:
+            styles.clear()
+        else:
+            raise Decline("style nesting", at)
+    else:
+        raise Decline("apostrophes", at)
+
+
+def _looks_like_url(text: str, pos: int) -> bool:
+    """Whether mwparserfromhell would try an external link at ``pos`` ("//", "http://", "mailto:")."""
+    match = _URL_START.match(text, pos)
+    if match is None:
+        return False
+    return match.group(1) is None or is_scheme(match.group(1), bool(match.group(2)))
+
+
+def _starts_line_markup(text: str, pos: int) -> bool:
+    return text[pos] in "#*;:=-{ \t"
+
+
+def _scheme_before(text: str, colon: int, limit: int) -> str:
+    start = colon
+    while start > limit and text[start - 1] in _ALNUM:
+        start -= 1
+    return text[start:colon]
+
+
+def _scheme_run(text: str, pos: int, end: int) -> str:
+    stop = pos
+    while stop < end and text[stop] in _ALNUM:
+        stop += 1
+    return text[pos:stop]
+
+
+def _is_boundary(char: str) -> bool:
+    """A character that ends mwparserfromhell's backward scan for a URL scheme."""
+    return not (char.isalnum() or char == "_")
+
+
+@lru_cache(maxsize=256)
+def _tag_pattern(name: str) -> re.Pattern[str]:
+    return re.compile(rf"<(/?){name}(?=[\s/>])", re.IGNORECASE)
+
+
+def _matching_close(text: str, name: str, pos: int, end: int) -> int | None:
+    """Start of the ``</name>`` that closes a ``<name>`` opened before ``pos``."""
+    depth = 1
+    for match in _tag_pattern(name).finditer(text, pos, end):
+        if match.group(1):
+            depth -= 1
+            if depth == 0:
+                return match.start()
+        elif not text.startswith("/>", text.find(">", match.end()) - 1):
+            depth += 1
+    return None
+

@@ -179,10 +179,16 @@ def build_example(token_ids, mentions, ids: TokenIds, max_seq_len: int) -> Examp
         last_end = end
     truncated = max(0, len(tokens) - budget)
     if truncated:
-        tokens = tokens[:budget]
-        kept = [s for s in spans if s[1] <= budget]
-        dropped += len(spans) - len(kept)
-        spans = kept
+        # Keep the most leading mentions whose markers fit beside them: the k-th mention (end e_k) survives
+        # when e_k + 2k <= budget; the text is then cut to budget - 2k tokens (never all the markers for the
+        # sake of a few tail tokens, which would leave a passage longer than the budget without any mention).
+        keep = 0
+        while keep < len(spans) and spans[keep][1] + 2 * (keep + 1) <= budget:
+            keep += 1
+        tokens = tokens[:budget - 2 * keep]
+        truncated = len(token_ids) - len(tokens)
+        dropped += len(spans) - keep
+        spans = spans[:keep]
     while spans and len(tokens) + 2 * len(spans) > budget:
         spans.pop()
         dropped += 1

@@ -14,7 +14,7 @@ h_ent = W_out sum_i alpha_i e_i and hands LayerNorm(h + h_ent) to the upper laye
   whole table around each of the three reads (today's behaviour, fine on one rank).
 - ``rows``: each rank holds rows [rN/k, (r+1)N/k) in a ``RowShardedMemory`` kept
   outside the module tree (ZeRO never sees it) and reads go through the distributed
-  softmax of ``trainer.memory``: queries move, the table never does.
+  blocked softmax of ``trainer.entity_softmax``: queries move, the table never does.
 
 The LM head uses the token embedding outside the embedding's forward, so that
 weight is registered as an external parameter of the model (``register_for_zero3``).

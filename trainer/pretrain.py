@@ -130,10 +130,13 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def train(argv: list[str] | None = None) -> None:
+    # ---- phase 1: configuration, the corpus's checks (bad input fails here, in seconds), processes ----
+    cfg = parse_args(sys.argv[1:] if argv is None else argv)
+    if not cfg.data.path:
+        raise SystemExit("no corpus: pass --data OUT (the pipeline's output directory)")
+    corpus = open_corpus(cfg.data.path, verify_sha256=cfg.data.verify_sha256)
     import deepspeed
 
-    # ---- phase 1: configuration and processes -------------------------------------------------
-    cfg = parse_args(sys.argv[1:] if argv is None else argv)
     if "RANK" not in os.environ:  # plain `python -m trainer.pretrain`: a world of one
         os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
                           MASTER_PORT=os.environ.get("MASTER_PORT", "29511"))
@@ -155,10 +158,7 @@ def train(argv: list[str] | None = None) -> None:
         if is_main:
             print(f"[pretrain] {msg}", flush=True)
 
-    # ---- phase 2: corpus, tokenizer, entity vocabulary ----------------------------------------
-    if not cfg.data.path:
-        raise SystemExit("no corpus: pass --data OUT (the pipeline's output directory)")
-    corpus = open_corpus(cfg.data.path, verify_sha256=cfg.data.verify_sha256)
+    # ---- phase 2: tokenizer, entity vocabulary ---------------------------------------------------
     tokenizer, ids = load_tokenizer(corpus.tokenizer_dir)
     say(f"corpus {corpus.root}: {len(corpus.train_shards)} train / {len(corpus.validation_shards)} validation "
         f"shards, {corpus.n_entities} entities, vocabulary {ids.vocab_size}")

@@ -105,7 +105,10 @@ def worker(a) -> None:
     from trainer.model import EDMem, EDMemSpec
     from trainer.pretrain import deepspeed_config, lr_lambda, param_groups
 
+    from trainer.jit_ops import prebuild_deepspeed_comm_op
+
     torch.set_num_threads(1)
+    prebuild_deepspeed_comm_op()  # never waits on a build lock left by a killed process
     deepspeed.init_distributed()
     rank, world = dist.get_rank(), dist.get_world_size()
     cfg = Config()

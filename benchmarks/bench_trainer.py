@@ -135,8 +135,54 @@ def worker_model(variant: str, preset: str, n_entities: int, repeats: int, dtype
         _sync()
         times.append(time.perf_counter() - t)
     peak.__exit__(None, None, None)
-    return {"variant": variant, "params": params, "step_s": statistics.median(times), "step_s_all": times,
-            "peak_bytes": peak.peak, "tokens_per_step": 2 * B * S}
+    result = {"variant": variant, "params": params, "step_s": statistics.median(times), "step_s_all": times,
+              "peak_bytes": peak.peak, "tokens_per_step": 2 * B * S}
+    if variant == "edmem":
+        result["profile"] = _profile_edmem(model, step, repeats)
+    return result
+
+
+def _profile_edmem(model, step, repeats: int) -> dict:
+    """Where EDMem's extra time goes, from torch.profiler over a few steps: the memory reads' forward (the
+    encoder's and decoder's, and the linking head's; profiler ranges added here), their blocked-softmax
+    backward (the autograd node), the rest of the two read sites (W_in, W_out, LayerNorm, scatter) and
+    everything else (BART's layers, the tied LM head, the optimizer: what the baseline also does)."""
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    from trainer.model import EntityMemory, MemoryAccess
+
+    def read_forward(self, query, targets, need_read=True):
+        with record_function("read_forward" if need_read else "head_read_forward"):
+            return original_read(self, query, targets, need_read)
+
+    def site_forward(self, *args, **kwargs):
+        with record_function("site_forward"):
+            return original_site(self, *args, **kwargs)
+
+    original_read, original_site = EntityMemory.forward, MemoryAccess.forward
+    EntityMemory.forward, MemoryAccess.forward = read_forward, site_forward
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
+    runs = max(1, min(repeats, 3))
+    try:
+        with profile(activities=activities) as prof:
+            for _ in range(runs):
+                with record_function("whole_step"):
+                    step()
+                _sync()
+    finally:
+        EntityMemory.forward, MemoryAccess.forward = original_read, original_site
+    t = {}
+    for e in prof.key_averages():
+        name = "softmax_backward" if "EntitySoftmaxBackward" in e.key else e.key
+        if name in ("whole_step", "read_forward", "head_read_forward", "site_forward", "softmax_backward"):
+            total = e.device_time_total if torch.cuda.is_available() else e.cpu_time_total
+            t[name] = t.get(name, 0.0) + total / 1e6 / runs
+    reads_fwd = t.get("read_forward", 0.0) + t.get("head_read_forward", 0.0)
+    sites_rest = max(0.0, t.get("site_forward", 0.0) - t.get("read_forward", 0.0))
+    whole = t.get("whole_step", 0.0)
+    return {"step_s_profiled": whole, "memory_reads_forward_s": reads_fwd,
+            "memory_reads_backward_s": t.get("softmax_backward", 0.0), "read_sites_rest_forward_s": sites_rest,
+            "everything_else_s": whole - reads_fwd - t.get("softmax_backward", 0.0) - sites_rest}
 
 
 def worker_el(variant: str, n_entities: int, mentions: int, entity_dim: int, block: int, repeats: int) -> dict:
@@ -195,6 +241,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--dtype", choices=["fp32", "bf16"], default="bf16" if torch.cuda.is_available() else "fp32")
     ap.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    ap.add_argument("--out", default=None, help="also write the JSON object to this file")
     ap.add_argument("--skip", choices=["model", "el"], action="append", default=[])
     ap.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -228,6 +275,8 @@ def main() -> None:
                              "peak_memory_ratio_without_table_grad": el["dense"]["peak_bytes_without_table_grad"] /
                              max(el["blocked"]["peak_bytes_without_table_grad"], 1),
                              "time_ratio_blocked_over_dense": el["blocked"]["time_s"] / el["dense"]["time_s"]}
+    if a.out:
+        Path(a.out).write_text(json.dumps(result, indent=2))
     if a.json:
         print(json.dumps(result, indent=2))
         return
@@ -242,6 +291,11 @@ def main() -> None:
             x = r[name]
             print(f"{name:<8}{x['params']:>14,}{x['step_s']:>12.3f}{gib(x['peak_bytes']):>16}")
         print(f"{'ratio':<8}{'':>14}{r['step_time_ratio']:>12.2f}{r['peak_memory_ratio']:>16.2f}")
+        prof, extra = r["edmem"]["profile"], r["edmem"]["step_s"] - r["bart"]["step_s"]
+        print(f"EDMem's step, profiled ({prof['step_s_profiled']:.3f} s; {extra:+.3f} s over BART): memory reads "
+              f"forward {prof['memory_reads_forward_s']:.3f} s, their backward {prof['memory_reads_backward_s']:.3f} s, "
+              f"read sites' projections and norms {prof['read_sites_rest_forward_s']:.3f} s, everything else "
+              f"{prof['everything_else_s']:.3f} s")
     if "el_loss" in result:
         r = result["el_loss"]
         print(f"\nEL loss + backward over {r['entities']:,} entities x {r['entity_dim']}, {r['mentions']} mentions "

@@ -35,6 +35,14 @@ class ModelConfig:
     inference_top_k: int = _f(100, "entities aggregated by a memory read outside training (EaE/EDMem: 100)")
     entity_block_size: int = _f(65536, "entities per block in the blocked log-sum-exp (bounds memory to mentions x block)")
     init_std: float = _f(0.02, "std of the normal initialisation")
+    entity_init_std: float = _f(0.0, "std of the entity table's initialisation; 0: 1/sqrt(entity_dim), unit-norm rows "
+                                     "(see trainer/README.md, 'Why entity linking learns')")
+    query_init_std: float = _f(0.0, "std of W_in and of the linking head's projection; 0: 1/sqrt(d_model), "
+                                    "unit-variance queries")
+    memory_partition: str = _f("auto", "entity table layout: 'rows' (each rank owns N/k rows and their optimizer "
+                                       "state; reads move queries, never the table), 'replicated' (one "
+                                       "DeepSpeed parameter, ZeRO-partitioned at rest and gathered to read), or "
+                                       "'auto': a resumed checkpoint's layout, else rows above 1 rank")
     init_from: str | None = _f(None, "optional local Hugging Face BART checkpoint to initialise the transformer from")
 
 
@@ -48,6 +56,8 @@ class DataConfig:
     shuffle_window_row_groups: int = _f(8, "row groups shuffled together (the bounded shuffle buffer, in row groups)")
     verify_sha256: bool = _f(True, "check every passage shard against the manifest's sha256 before training")
     validation_batches: int = _f(4, "micro-batches per rank in a validation pass (0: the whole validation split)")
+    overfit_passages: int = _f(0, "train on only the first K passages of the train split, repeated (a debugging and "
+                                  "test knob: the model should memorise them; 0: off)")
 
 
 @dataclass
@@ -168,6 +178,8 @@ def validate(cfg: Config) -> None:
         raise SystemExit("model.d_model must be divisible by model.attention_heads")
     if not 0 <= cfg.data.random_token_mask_prob <= 1 or not 0 <= cfg.data.salient_span_mask_prob <= 1:
         raise SystemExit("masking probabilities must be in [0, 1]")
+    if cfg.model.memory_partition not in ("auto", "rows", "replicated"):
+        raise SystemExit(f"model.memory_partition must be auto, rows or replicated, got {cfg.model.memory_partition!r}")
 
 
 def help_text() -> str:

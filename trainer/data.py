@@ -93,7 +93,33 @@ def open_corpus(path: str | Path, verify_sha256: bool = True) -> Corpus:
         raise CorpusError(f"{vocab_path}: entity ids are not 0..{n_entities - 1}")
     if not (root / "tokenizer").is_dir():
         raise CorpusError(f"{root / 'tokenizer'} is missing")
+    for shard in shards["train"] + shards["validation"]:
+        check_entity_id_range(shard, n_entities, root)
     return Corpus(root, manifest, shards["train"], shards["validation"], n_entities)
+
+
+ENTITY_ID_COLUMN = "mentions.list.element.entity_id"
+
+
+def check_entity_id_range(shard: Path, n_entities: int, root: Path) -> None:
+    """From the Parquet statistics alone (no data read): every linked entity id must index the table.
+
+    Passages and entity_vocab from two different runs fail here, at start-up, with the shard and
+    the id; shards written without statistics are checked batch by batch (``check_entity_ids``).
+    """
+    md = pq.ParquetFile(shard).metadata
+    column = next((i for i in range(md.num_columns) if md.schema.column(i).path == ENTITY_ID_COLUMN), None)
+    if column is None:
+        return
+    for g in range(md.num_row_groups):
+        stats = md.row_group(g).column(column).statistics
+        if stats is None or not stats.has_min_max:
+            continue
+        bad = stats.max if stats.max >= n_entities else stats.min if stats.min < 0 else None
+        if bad is not None:
+            raise CorpusError(f"{root}: {shard.relative_to(root)} links entity id {bad}, outside the entity "
+                              f"vocabulary of this corpus (ids 0..{n_entities - 1}): its passages were built with "
+                              f"a different entity vocabulary")
 
 
 @dataclass(frozen=True)
@@ -153,10 +179,16 @@ def build_example(token_ids, mentions, ids: TokenIds, max_seq_len: int) -> Examp
         last_end = end
     truncated = max(0, len(tokens) - budget)
     if truncated:
-        tokens = tokens[:budget]
-        kept = [s for s in spans if s[1] <= budget]
-        dropped += len(spans) - len(kept)
-        spans = kept
+        # Keep the most leading mentions whose markers fit beside them: the k-th mention (end e_k) survives
+        # when e_k + 2k <= budget; the text is then cut to budget - 2k tokens (never all the markers for the
+        # sake of a few tail tokens, which would leave a passage longer than the budget without any mention).
+        keep = 0
+        while keep < len(spans) and spans[keep][1] + 2 * (keep + 1) <= budget:
+            keep += 1
+        tokens = tokens[:budget - 2 * keep]
+        truncated = len(token_ids) - len(tokens)
+        dropped += len(spans) - keep
+        spans = spans[:keep]
     while spans and len(tokens) + 2 * len(spans) > budget:
         spans.pop()
         dropped += 1
@@ -192,14 +224,34 @@ def mask_example(example: Example, rng: np.random.Generator, ids: TokenIds, p_rt
     return masked.tolist(), ssm_positions
 
 
-class Collator:
-    """Passages -> a padded batch of tensors for ``EDMem.forward`` (plus bookkeeping)."""
+def check_entity_ids(rows: list[dict], n_entities: int, source: str) -> None:
+    """Every mention's entity id must index the entity table; else one clear line naming the corpus and the id."""
+    for row in rows:
+        for m in row["mentions"]:
+            eid = m["entity_id"]
+            if not 0 <= eid < n_entities:
+                raise CorpusError(f"{source}: passage {row['passage_id']!r} links entity id {eid}, outside the "
+                                  f"entity vocabulary of this corpus (ids 0..{n_entities - 1}): its passages were "
+                                  f"built with a different entity vocabulary")
 
-    def __init__(self, ids: TokenIds, max_seq_len: int, p_rtm: float, p_ssm: float, seed: int):
+
+class Collator:
+    """Passages -> a padded batch of tensors for ``EDMem.forward`` (plus bookkeeping).
+
+    With ``n_entities`` set, every mention's entity id is checked against the table size first
+    (``check_entity_ids``): a corpus mixed from two runs fails with its name and the bad id,
+    not with an IndexError or a device-side assert deep in the model.
+    """
+
+    def __init__(self, ids: TokenIds, max_seq_len: int, p_rtm: float, p_ssm: float, seed: int,
+                 n_entities: int | None = None, source: str = "corpus"):
         self.ids, self.max_seq_len, self.p_rtm, self.p_ssm, self.seed = ids, max_seq_len, p_rtm, p_ssm, seed
+        self.n_entities, self.source = n_entities, source
 
     def __call__(self, rows: list[dict], sample_indices: list[int], masking_stream: int = 0) -> dict:
         ids = self.ids
+        if self.n_entities is not None:
+            check_entity_ids(rows, self.n_entities, self.source)
         examples, masked_inputs, ssm = [], [], []
         for row, k in zip(rows, sample_indices):
             ex = build_example(row["token_ids"], row["mentions"], ids, self.max_seq_len)
@@ -245,7 +297,8 @@ class Collator:
 class GlobalSampleOrder:
     """Maps a global sample index to (shard, row group, row), the same on every rank; see module docstring."""
 
-    def __init__(self, shards: list[Path], seed: int, window_row_groups: int):
+    def __init__(self, shards: list[Path], seed: int, window_row_groups: int, limit_rows: int = 0):
+        """``limit_rows`` > 0: only the first rows of the split (in shard order) form the epoch (overfit runs)."""
         self.shards = list(shards)
         self.seed = seed
         self.window = max(1, window_row_groups)
@@ -254,6 +307,14 @@ class GlobalSampleOrder:
             md = pq.ParquetFile(path).metadata
             self.row_groups += [(s, g, md.row_group(g).num_rows) for g in range(md.num_row_groups)]
         self.row_groups = [rg for rg in self.row_groups if rg[2] > 0]
+        if limit_rows > 0:  # keep the first row groups, the last one cut to its first rows
+            kept, left = [], limit_rows
+            for s, g, n in self.row_groups:
+                if left <= 0:
+                    break
+                kept.append((s, g, min(n, left)))
+                left -= n
+            self.row_groups = kept
         self.epoch_size = sum(rg[2] for rg in self.row_groups)
         if self.epoch_size == 0:
             raise CorpusError("the train split has no rows")

@@ -1,4 +1,5 @@
-"""Softmax over a large entity table, in blocks of entities, never as a [mentions x entities] tensor.
+"""Softmax over a large entity table, in blocks of entities, never as a [mentions x entities] tensor,
+optionally over a table split by rows across ranks.
 
 A memory read at M mention positions with queries q [M, D] over a table E [N, D] needs
 
@@ -6,111 +7,314 @@ A memory read at M mention positions with queries q [M, D] over a table E [N, D]
 
 and the entity-linking loss is ``lse - s[target]``. With N = 1M entities a dense
 ``s`` (and its softmax, and their gradients) is M x 1M floats per read and three
-reads per step. ``BlockedEntitySoftmax`` does one pass over blocks of entities
-keeping a running max, a running sum of exp and a running exp-weighted sum of
-entity vectors (the online-softmax recurrence), and recomputes each block in the
-backward pass. Peak extra memory is M x block_size. Arithmetic is in float32 (or
-float64 when the inputs are) whatever the parameter dtype, so a bf16 table is safe.
+reads per step. ``EntitySoftmax`` does one pass over blocks of entities keeping a
+running max, a running sum of exp and a running exp-weighted sum of entity vectors
+(the online-softmax recurrence), and recomputes each block in the backward pass. Peak
+extra memory is M x block_size. Arithmetic is in float32 (or float64 when the inputs
+are) whatever the parameter dtype, so a bf16 table is safe.
 
 Gradients, with alpha = softmax(s), g_l = dL/dlse, g_r = dL/dread [M, D]:
 
     dL/ds_i = alpha_i * (g_l + g_r . e_i - g_r . read)
     dL/dq   = sum_i dL/ds_i e_i
     dL/de_i = sum_m dL/ds_mi q_m + sum_m alpha_mi g_r_m
+
+Split by rows (``group`` given, k ranks; see trainer.memory): rank r holds rows
+[floor(rN/k), floor((r+1)N/k)) and its own M_r queries (M = sum of M_r). Then
+
+    forward    all-gather the queries [M, D] and their targets [M]
+               the same blocked pass over the OWN rows only
+               all-reduce(max) of the running max, then all-reduce(sum) of the rescaled
+               sums of exp and of the target scores (the rank owning a target supplies
+               its score, the others 0), all-reduce(min) of the argmax candidates
+               reduce-scatter of the weighted sums: each rank receives its own queries' reads
+    backward   all-gather the upstream gradients of the queries' outputs [M, D + 3]
+               the blocked pass over the own rows: the complete gradient of the own rows
+               (every rank's queries are here) and a partial gradient of every query
+               reduce-scatter of the partial query gradients
+
+The table never moves: per read a rank sends and receives O(M x D) numbers, not N x D.
+The row gradient is that of the SUM of all ranks' losses. The top-k read takes each
+rank's local top-k of every query, all-gathers the candidates' scores and ids, merges
+them (identically on every rank) and reduce-scatters the weighted sums of the own rows.
+With no group every collective is skipped: one rank, the whole table.
 """
 from __future__ import annotations
 
 import torch
+import torch.distributed as dist
+
+
+class CommCounter:
+    """Bytes this rank's memory collectives produced (the size of each collective's result on this rank)."""
+
+    def __init__(self):
+        self.bytes = 0
+
+    def add(self, t: torch.Tensor) -> None:
+        self.bytes += t.numel() * t.element_size()
+
+    def take(self) -> int:
+        b, self.bytes = self.bytes, 0
+        return b
+
+
+class _Comm:
+    """The collectives of one read, over ``group``; a no-op world of one when group is None."""
+
+    def __init__(self, group, counter: CommCounter | None):
+        self.group = group
+        self.world = dist.get_world_size(group) if group is not None else 1
+        self.rank = dist.get_rank(group) if group is not None else 0
+        self.counter = counter
+
+    def _count(self, t: torch.Tensor) -> None:
+        if self.counter is not None:
+            self.counter.add(t)
+
+    def counts(self, m: int, device) -> list[int]:
+        if self.world == 1:
+            return [m]
+        out = torch.zeros(self.world, dtype=torch.long, device=device)  # [k]: one count per rank
+        _all_gather(out, torch.tensor([m], dtype=torch.long, device=device), group=self.group)
+        self._count(out)
+        return out.tolist()
+
+    def gather_rows(self, x: torch.Tensor, counts: list[int]) -> torch.Tensor:
+        """[M_r, ...] on each rank -> [sum M_r, ...] in rank order, on every rank."""
+        if self.world == 1:
+            return x
+        mmax = max(counts)
+        padded = x.new_zeros((mmax,) + tuple(x.shape[1:]))
+        padded[:x.shape[0]] = x
+        out = x.new_empty((self.world * mmax,) + tuple(x.shape[1:]))
+        _all_gather(out, padded, group=self.group)
+        self._count(out)
+        return torch.cat([out[i * mmax:i * mmax + c] for i, c in enumerate(counts)])
+
+    def scatter_sum_rows(self, x: torch.Tensor, counts: list[int]) -> torch.Tensor:
+        """[sum M_r, ...] partial on each rank -> this rank's rows of the sum over ranks, [M_r, ...]."""
+        if self.world == 1:
+            return x
+        mmax = max(counts)
+        padded = x.new_zeros((self.world * mmax,) + tuple(x.shape[1:]))
+        offset = 0
+        for i, c in enumerate(counts):
+            padded[i * mmax:i * mmax + c] = x[offset:offset + c]
+            offset += c
+        out = x.new_empty((mmax,) + tuple(x.shape[1:]))
+        _reduce_scatter(out, padded, group=self.group)
+        self._count(padded)
+        return out[:counts[self.rank]]
+
+    def all_reduce(self, x: torch.Tensor, op=None) -> torch.Tensor:
+        if self.world > 1:
+            dist.all_reduce(x, op=op or dist.ReduceOp.SUM, group=self.group)
+            self._count(x)
+        return x
+
+    def own_slice(self, x: torch.Tensor, counts: list[int]) -> torch.Tensor:
+        start = sum(counts[:self.rank])
+        return x[start:start + counts[self.rank]]
+
+
+# torch >= 2.13 names them *_single, older releases *_tensor (same semantics: a flat output over ranks).
+# Looked up at each call, so that a byte counter wrapped around torch.distributed sees them (benchmarks).
+def _all_gather(output, tensor, group=None):
+    return (getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor)(output, tensor, group=group)
+
+
+def _reduce_scatter(output, tensor, group=None):
+    return (getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor)(output, tensor, group=group)
+
 
 
 def _compute_dtype(*tensors: torch.Tensor) -> torch.dtype:
     return torch.float64 if any(t.dtype == torch.float64 for t in tensors) else torch.float32
 
 
-class BlockedEntitySoftmax(torch.autograd.Function):
-    """(q [M, D], table [N, D], targets [M]) -> (lse [M], read [M, D], top1 [M], target score [M]).
+class EntitySoftmax(torch.autograd.Function):
+    """(own queries [M_r, D], own rows [N_r, D], own targets [M_r]) ->
+    (lse [M_r], read [M_r, D] or [M_r, 0], top1 [M_r], target score [M_r]), over the whole N x D table.
 
-    Exact to the dense computation. The target score q . e_target is computed here too,
-    so that its gradient goes into the same [N, D] table gradient by index_add (indexing
-    the table outside would make autograd allocate a second dense [N, D] zero gradient).
-    With ``with_read=False`` (the linking head) the weighted sum is skipped and read is [M, 0].
+    Targets are global entity ids. ``with_read=False`` (the linking head) skips the weighted sums.
     """
 
     @staticmethod
-    def forward(ctx, query: torch.Tensor, table: torch.Tensor, targets: torch.Tensor, block_size: int,
-                with_read: bool = True):
-        dtype = _compute_dtype(query, table)
-        q = query.to(dtype)
-        m_rows, n_entities = q.shape[0], table.shape[0]
-        running_max = torch.full((m_rows,), float("-inf"), dtype=dtype, device=q.device)
-        running_sum = torch.zeros(m_rows, dtype=dtype, device=q.device)
-        running_read = torch.zeros(m_rows, table.shape[1] if with_read else 0, dtype=dtype, device=q.device)
-        top1 = torch.zeros(m_rows, dtype=torch.long, device=q.device)
-        for start in range(0, n_entities, block_size):
-            block = table[start:start + block_size].to(dtype)
-            scores = q @ block.T  # [M, B]: the only score tensor alive at any time
+    def forward(ctx, query, rows, targets, row_start: int, block_size: int, with_read: bool, group, counter):
+        comm = _Comm(group, counter)
+        dtype = _compute_dtype(query, rows)
+        counts = comm.counts(query.shape[0], query.device)
+        ctx.empty = sum(counts) == 0
+        if ctx.empty:  # no rank has a mention: nothing to read (every rank knows it from the counts)
+            ctx.shapes = (rows.shape, rows.dtype, query.dtype, query.device)
+            ctx.mark_non_differentiable(top1 := torch.zeros(0, dtype=torch.long, device=query.device))
+            empty = query.new_zeros(0, dtype=dtype)
+            return empty, query.new_zeros(0, rows.shape[1] if with_read else 0, dtype=dtype), top1, empty.clone()
+        q_all = comm.gather_rows(query, counts).to(dtype)  # gathered in the queries' dtype (bf16 halves it)
+        t_all = comm.gather_rows(targets, counts)
+        m_all, n_local = q_all.shape[0], rows.shape[0]
+        dev = q_all.device
+        running_max = torch.full((m_all,), float("-inf"), dtype=dtype, device=dev)
+        running_sum = torch.zeros(m_all, dtype=dtype, device=dev)
+        running_read = torch.zeros(m_all, rows.shape[1] if with_read else 0, dtype=dtype, device=dev)
+        top1 = torch.zeros(m_all, dtype=torch.long, device=dev)
+        for start in range(0, n_local, block_size):
+            block = rows[start:start + block_size].to(dtype)
+            scores = q_all @ block.T  # [M, B]: the only score tensor alive at any time
             block_max, block_arg = scores.max(dim=1)
             new_max = torch.maximum(running_max, block_max)
-            top1 = torch.where(block_max > running_max, block_arg + start, top1)
-            rescale = torch.exp(running_max - new_max)  # exp(-inf) = 0 on the first block
+            top1 = torch.where(block_max > running_max, block_arg + (row_start + start), top1)
+            rescale = torch.exp(running_max - new_max)
             weights = torch.exp(scores - new_max[:, None])
             running_sum = running_sum * rescale + weights.sum(dim=1)
             if with_read:
                 running_read = running_read * rescale[:, None] + weights @ block
             running_max = new_max
-        lse = running_max + torch.log(running_sum)
-        read = running_read / running_sum[:, None]
-        target_score = (q * table[targets].to(dtype)).sum(dim=1)
-        ctx.save_for_backward(query, table, targets, lse, read)
-        ctx.block_size, ctx.with_read = block_size, with_read
-        ctx.mark_non_differentiable(top1)
-        ctx.set_materialize_grads(False)  # unused outputs get None: their terms are skipped
-        return lse, read, top1, target_score
+        # Combine across ranks: the global max, then sums rescaled to it.
+        global_max = comm.all_reduce(running_max.clone(), dist.ReduceOp.MAX)
+        rescale = torch.exp(running_max - global_max)  # 0 on a rank without rows
+        local = t_all - row_start
+        owned = (local >= 0) & (local < n_local)
+        target_score = torch.zeros(m_all, dtype=dtype, device=dev)
+        if owned.any():
+            target_score[owned] = (q_all[owned] * rows[local[owned]].to(dtype)).sum(dim=1)
+        sums = comm.all_reduce(torch.stack([running_sum * rescale, target_score]))
+        candidate = torch.where(running_max == global_max, top1, torch.full_like(top1, torch.iinfo(torch.long).max))
+        top1 = comm.all_reduce(candidate, dist.ReduceOp.MIN)
+        lse_all = global_max + torch.log(sums[0])
+        own_read = comm.scatter_sum_rows(running_read * rescale[:, None], counts)
+        lse = comm.own_slice(lse_all, counts)
+        read = own_read / comm.own_slice(sums[0], counts)[:, None]
+        ctx.save_for_backward(q_all, rows, t_all, lse_all, read)
+        ctx.counts, ctx.row_start, ctx.block_size, ctx.with_read = counts, row_start, block_size, with_read
+        ctx.group, ctx.counter, ctx.query_dtype = group, counter, query.dtype
+        top1_own = comm.own_slice(top1, counts)
+        ctx.mark_non_differentiable(top1_own)
+        ctx.set_materialize_grads(False)
+        return lse, read, top1_own, comm.own_slice(sums[1], counts)
 
     @staticmethod
     def backward(ctx, grad_lse, grad_read, _grad_top1, grad_target):
-        query, table, targets, lse, read = ctx.saved_tensors
-        dtype = lse.dtype
-        q = query.to(dtype)
-        g_l = grad_lse.to(dtype) if grad_lse is not None else torch.zeros_like(lse)
-        g_r = grad_read.to(dtype) if (grad_read is not None and ctx.with_read) else None
-        g_r_dot_read = (g_r * read).sum(dim=1) if g_r is not None else None
-        grad_q = torch.zeros_like(q)
-        grad_table = torch.zeros(table.shape, dtype=dtype, device=table.device) if ctx.needs_input_grad[1] else None
-        if grad_lse is not None or g_r is not None:
-            for start in range(0, table.shape[0], ctx.block_size):
-                block = table[start:start + ctx.block_size].to(dtype)
-                alpha = torch.exp(q @ block.T - lse[:, None])  # recomputed, [M, B]
-                if g_r is None:
-                    grad_scores = alpha * g_l[:, None]
+        if ctx.empty:
+            rows_shape, rows_dtype, query_dtype, device = ctx.shapes
+            rows_grad = torch.zeros(rows_shape, dtype=rows_dtype, device=device) if ctx.needs_input_grad[1] else None
+            return (torch.zeros(0, rows_shape[1], dtype=query_dtype, device=device), rows_grad,
+                    None, None, None, None, None, None)
+        q_all, rows, t_all, lse_all, read = ctx.saved_tensors
+        comm = _Comm(ctx.group, ctx.counter)
+        dtype, counts, d = lse_all.dtype, ctx.counts, rows.shape[1]
+        m_own = counts[comm.rank]
+        # Every rank takes part in the collectives, also where an output had no gradient (zeros then).
+        zeros = lambda *shape: torch.zeros(*shape, dtype=dtype, device=lse_all.device)  # noqa: E731
+        g_l = grad_lse.to(dtype) if grad_lse is not None else zeros(m_own)
+        g_t = grad_target.to(dtype) if grad_target is not None else zeros(m_own)
+        if ctx.with_read:
+            g_r = grad_read.to(dtype) if grad_read is not None else zeros(m_own, d)
+            g_r_dot_read = (g_r * read).sum(dim=1)
+            packed = torch.cat([g_l[:, None], g_t[:, None], g_r_dot_read[:, None], g_r], dim=1)
+        else:
+            packed = torch.stack([g_l, g_t], dim=1)
+        packed = comm.gather_rows(packed, counts)
+        g_l, g_t = packed[:, 0], packed[:, 1]
+        if ctx.with_read:
+            g_r_dot_read, g_r = packed[:, 2], packed[:, 3:]
+        need_rows = ctx.needs_input_grad[1]
+        grad_q = torch.zeros_like(q_all)
+        grad_rows = torch.zeros(rows.shape, dtype=dtype, device=rows.device) if need_rows else None
+        for start in range(0, rows.shape[0], ctx.block_size):
+            block = rows[start:start + ctx.block_size].to(dtype)
+            alpha = torch.exp(q_all @ block.T - lse_all[:, None])  # recomputed, [M, B]
+            if ctx.with_read:
+                grad_scores = alpha * (g_l[:, None] + g_r @ block.T - g_r_dot_read[:, None])
+            else:
+                grad_scores = alpha * g_l[:, None]
+            grad_q += grad_scores @ block
+            if need_rows:
+                if ctx.with_read:  # one product for both terms: [dS; alpha]^T [q; g_r]
+                    grad_rows[start:start + ctx.block_size] = torch.cat([grad_scores, alpha], 0).T @ \
+                        torch.cat([q_all, g_r], 0)
                 else:
-                    grad_scores = alpha * (g_l[:, None] + g_r @ block.T - g_r_dot_read[:, None])
-                grad_q += grad_scores @ block
-                if grad_table is not None:
-                    grad_table[start:start + ctx.block_size] = grad_scores.T @ q
-                    if g_r is not None:
-                        grad_table[start:start + ctx.block_size] += alpha.T @ g_r
-        if grad_target is not None:
-            g_t = grad_target.to(dtype)[:, None]
-            grad_q += g_t * table[targets].to(dtype)
-            if grad_table is not None:
-                grad_table.index_add_(0, targets, g_t * q)
-        return (grad_q.to(query.dtype),
-                grad_table.to(table.dtype) if grad_table is not None else None,
-                None, None, None)
+                    grad_rows[start:start + ctx.block_size] = grad_scores.T @ q_all
+        local = t_all - ctx.row_start
+        owned = (local >= 0) & (local < rows.shape[0])
+        if owned.any():
+            gt = g_t[owned][:, None]
+            grad_q[owned] += gt * rows[local[owned]].to(dtype)
+            if need_rows:
+                grad_rows.index_add_(0, local[owned], gt * q_all[owned])
+        grad_query = comm.scatter_sum_rows(grad_q, counts)
+        return (grad_query.to(ctx.query_dtype), grad_rows.to(rows.dtype) if need_rows else None,
+                None, None, None, None, None, None)
 
 
 def blocked_entity_softmax(query: torch.Tensor, table: torch.Tensor, block_size: int = 65536,
-                           targets: torch.Tensor | None = None, with_read: bool = True):
-    """lse [M], read = softmax(q E^T) E [M, D] (float32/64), top1 [M] (and the target score when targets
-    are given); see the module docstring."""
+                           targets: torch.Tensor | None = None, with_read: bool = True, *, row_start: int = 0,
+                           group=None, counter: CommCounter | None = None):
+    """lse [M], read = softmax(q E^T) E [M, D] (float32/64; [M, 0] without read), top1 [M] (and the target
+    score when targets are given); see the module docstring.
+
+    With ``group``, ``table`` is this rank's rows starting at global row ``row_start``, ``query`` and
+    ``targets`` (global ids) this rank's own, and the results are over the whole table.
+    """
     if block_size < 1:
         raise ValueError("block_size must be >= 1")
     given = targets is not None
     if not given:
         targets = torch.zeros(query.shape[0], dtype=torch.long, device=query.device)
-    lse, read, top1, target_score = BlockedEntitySoftmax.apply(query, table, targets, block_size, with_read)
+    lse, read, top1, target_score = EntitySoftmax.apply(query, table, targets, row_start, block_size, with_read,
+                                                        group, counter)
     return (lse, read, top1, target_score) if given else (lse, read, top1)
+
+
+@torch.no_grad()
+def topk_entity_read(query: torch.Tensor, table: torch.Tensor, k: int = 100, block_size: int = 65536, *,
+                     row_start: int = 0, n_entities: int | None = None, group=None,
+                     counter: CommCounter | None = None):
+    """Inference read: softmax over the k best-scoring entities only, found blockwise.
+
+    Returns (read [M, D], top_ids [M, k'], top_scores [M, k']) with k' = min(k, N). Split by rows
+    (``group``): local top-k of every rank, then one global merge; ``n_entities`` is the whole table's N.
+    """
+    rows = table
+    n_entities = rows.shape[0] if n_entities is None else n_entities
+    comm = _Comm(group, counter)
+    dtype = _compute_dtype(query, rows)
+    counts = comm.counts(query.shape[0], query.device)
+    q_all = comm.gather_rows(query, counts).to(dtype)
+    m_all, dev = q_all.shape[0], q_all.device
+    k = min(k, n_entities)
+    best_scores = torch.full((m_all, 0), float("-inf"), dtype=dtype, device=dev)
+    best_ids = torch.zeros((m_all, 0), dtype=torch.long, device=dev)
+    for start in range(0, rows.shape[0], block_size):
+        scores = q_all @ rows[start:start + block_size].to(dtype).T
+        cand_scores = torch.cat([best_scores, scores], dim=1)
+        cand_ids = torch.cat([best_ids, torch.arange(row_start + start, row_start + start + scores.shape[1],
+                                                     device=dev).expand(m_all, -1)], dim=1)
+        best_scores, pos = cand_scores.topk(min(k, cand_scores.shape[1]), dim=1)
+        best_ids = cand_ids.gather(1, pos)
+    if comm.world > 1:  # pad to k so every rank sends the same shape, then merge identically everywhere
+        pad = k - best_scores.shape[1]
+        best_scores = torch.cat([best_scores, best_scores.new_full((m_all, pad), float("-inf"))], 1)
+        best_ids = torch.cat([best_ids, best_ids.new_full((m_all, pad), -1)], 1)
+        all_scores = best_scores.new_empty((comm.world * m_all, k))
+        all_ids = best_ids.new_empty((comm.world * m_all, k))
+        _all_gather(all_scores, best_scores.contiguous(), group=group)
+        _all_gather(all_ids, best_ids.contiguous(), group=group)
+        comm._count(all_scores), comm._count(all_ids)
+        merged_scores = all_scores.view(comm.world, m_all, k).permute(1, 0, 2).reshape(m_all, -1)
+        merged_ids = all_ids.view(comm.world, m_all, k).permute(1, 0, 2).reshape(m_all, -1)
+        best_scores, pos = merged_scores.topk(k, dim=1)
+        best_ids = merged_ids.gather(1, pos)
+    alpha = torch.softmax(best_scores, dim=1)
+    local = best_ids - row_start
+    mine = (local >= 0) & (local < rows.shape[0])
+    partial = torch.zeros(m_all, rows.shape[1], dtype=dtype, device=dev)
+    if mine.any():
+        contrib = alpha[mine][:, None] * rows[local[mine]].to(dtype)
+        partial.index_add_(0, torch.nonzero(mine, as_tuple=True)[0], contrib)
+    read = comm.scatter_sum_rows(partial, counts)
+    return read, comm.own_slice(best_ids, counts), comm.own_slice(best_scores, counts)
 
 
 def dense_entity_softmax(query: torch.Tensor, table: torch.Tensor):
@@ -122,24 +326,3 @@ def dense_entity_softmax(query: torch.Tensor, table: torch.Tensor):
     return lse, read, scores.argmax(dim=1)
 
 
-@torch.no_grad()
-def topk_entity_read(query: torch.Tensor, table: torch.Tensor, k: int = 100, block_size: int = 65536):
-    """Inference read: softmax over the k best-scoring entities only, found blockwise.
-
-    Returns (read [M, D], top_ids [M, k'], top_scores [M, k']) with k' = min(k, N).
-    """
-    dtype = _compute_dtype(query, table)
-    q = query.to(dtype)
-    k = min(k, table.shape[0])
-    best_scores = torch.full((q.shape[0], 0), float("-inf"), dtype=dtype, device=q.device)
-    best_ids = torch.zeros((q.shape[0], 0), dtype=torch.long, device=q.device)
-    for start in range(0, table.shape[0], block_size):
-        scores = q @ table[start:start + block_size].to(dtype).T
-        cand_scores = torch.cat([best_scores, scores], dim=1)
-        cand_ids = torch.cat([best_ids, torch.arange(start, start + scores.shape[1], device=q.device)
-                              .expand(q.shape[0], -1)], dim=1)
-        best_scores, pos = cand_scores.topk(min(k, cand_scores.shape[1]), dim=1)
-        best_ids = cand_ids.gather(1, pos)
-    alpha = torch.softmax(best_scores, dim=1)
-    read = torch.einsum("mk,mkd->md", alpha, table[best_ids].to(dtype))
-    return read, best_ids, best_scores

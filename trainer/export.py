@@ -6,7 +6,8 @@
 The safetensors file holds every parameter of EDMem once (the entity table, shared by
 the encoder read, the decoder read and the linking head, is one tensor; the LM head
 is the token embedding) and, in its metadata, the EDMemSpec to rebuild the model:
-``load_exported(path)`` returns a ready EDMem.
+``load_exported(path)`` returns a ready EDMem. A table trained partitioned by rows is
+put together from the ranks' shards into the one ``entity_memory.table`` tensor.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import torch
 
+from trainer import checkpoint as ckpt_files
 from trainer.model import EDMem, EDMemSpec
 
 
@@ -56,6 +58,9 @@ def export(checkpoint: str | Path, out_path: str | Path) -> Path:
         raise SystemExit(f"{spec_path} is missing: not a checkpoint written by trainer.pretrain")
     spec = json.loads(spec_path.read_text())
     state = consolidated_state_dict(ckpt_dir, tag)
+    if ckpt_files.saved_partition(ckpt_dir, tag) == "rows":  # DeepSpeed never held it: the ranks' shards
+        n = ckpt_files.memory_layout(ckpt_dir / tag)["n_entities"]
+        state["entity_memory.table"] = ckpt_files.read_rows(ckpt_dir / tag, 0, n, keys=("weight",))["weight"]
     expected = set(EDMem(EDMemSpec.from_dict(spec)).state_dict())
     if set(state) != expected:
         raise SystemExit(f"checkpoint parameters differ from the model: missing {sorted(expected - set(state))}, "

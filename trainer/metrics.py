@@ -10,41 +10,61 @@ import torch.distributed as dist
 
 # Sums and counts returned by EDMem.forward; ratios are taken only after summing over ranks.
 SUM_KEYS = ("lm_sum", "lm_tokens", "el_enc_sum", "el_enc_count", "el_dec_sum", "el_dec_count",
-            "el_head_sum", "el_head_count", "el_correct_masked", "el_masked", "el_correct")
-EXTRA_KEYS = ("input_tokens", "dropped_mentions", "truncated_tokens", "samples")
+            "el_head_sum", "el_head_count", "el_enc_correct", "el_dec_correct", "el_head_correct",
+            "el_correct_masked", "el_masked", "el_correct")
+# Counted on the host from the batches and the trainer (no device work).
+EXTRA_KEYS = ("input_tokens", "dropped_mentions", "truncated_tokens", "samples", "memory_comm_bytes", "steps")
+READS = ("enc", "dec", "head")
 
 # Dense bf16 peak TFLOP/s per device, for MFU.
 PEAK_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0, "A10G": 125.0, "L4": 121.0, "V100": 125.0}
 
 
 class StepAccumulator:
-    """Sums of the model's counters over micro-batches (and, at read time, over ranks)."""
+    """Sums of the model's counters over micro-batches (and, at read time, over ranks).
+
+    The model's counters stay on its device and are summed there: adding a micro-batch never
+    waits for the device. The host-side counts (tokens, samples, bytes) are plain floats.
+    ``reduce`` makes the one transfer and the one all-reduce, at logging steps only.
+    """
 
     def __init__(self):
         self.reset()
 
     def reset(self):
-        self.sums = torch.zeros(len(SUM_KEYS) + len(EXTRA_KEYS), dtype=torch.float64)
+        self.sums = None  # device tensor, created by the first add
+        self.extras = dict.fromkeys(EXTRA_KEYS, 0.0)
 
     def add(self, out: dict, batch: dict) -> None:
-        vals = [out[k].detach().double().cpu() for k in SUM_KEYS]
-        vals += [torch.tensor(float(x), dtype=torch.float64) for x in (
-            int(batch["attention_mask"].sum()) + int(batch["labels"].ne(-100).sum()),
-            batch["dropped_mentions"], batch["truncated_tokens"], len(batch["passage_ids"]))]
-        self.sums += torch.stack(vals)
+        vals = torch.stack([out[k].detach().to(torch.float64) for k in SUM_KEYS])
+        self.sums = vals if self.sums is None else self.sums + vals
+        self.extras["input_tokens"] += float(batch["attention_mask"].sum()) + float(batch["labels"].ne(-100).sum())
+        self.extras["dropped_mentions"] += batch["dropped_mentions"]
+        self.extras["truncated_tokens"] += batch["truncated_tokens"]
+        self.extras["samples"] += len(batch["passage_ids"])
+
+    def add_step(self, memory_comm_bytes: float) -> None:
+        self.extras["memory_comm_bytes"] += memory_comm_bytes
+        self.extras["steps"] += 1
 
     def reduce(self, device) -> dict:
-        t = self.sums.to(device)
+        sums = self.sums if self.sums is not None else torch.zeros(len(SUM_KEYS), dtype=torch.float64, device=device)
+        t = torch.cat([sums.to(device), torch.tensor([self.extras[k] for k in EXTRA_KEYS], dtype=torch.float64,
+                                                     device=device)])
+        world = 1
         if dist.is_available() and dist.is_initialized():
             dist.all_reduce(t)
-        return dict(zip(SUM_KEYS + EXTRA_KEYS, t.cpu().tolist()))
+            world = dist.get_world_size()
+        out = dict(zip(SUM_KEYS + EXTRA_KEYS, t.cpu().tolist()))
+        out["world_size"] = world
+        return out
 
 
 def summarize(s: dict, el_weight: float) -> dict:
     """Global ratios: LM loss per target token, EL loss summed over the three reads (each a mean over mentions)."""
     lm_loss = s["lm_sum"] / max(s["lm_tokens"], 1)
-    el_loss = sum(s[f"el_{r}_sum"] / max(s[f"el_{r}_count"], 1) for r in ("enc", "dec", "head"))
-    return {
+    el_loss = sum(s[f"el_{r}_sum"] / max(s[f"el_{r}_count"], 1) for r in READS)
+    record = {
         "loss": lm_loss + el_weight * el_loss,
         "lm_loss": lm_loss,
         "el_loss": el_loss,
@@ -54,6 +74,11 @@ def summarize(s: dict, el_weight: float) -> dict:
         "dropped_mentions": int(s["dropped_mentions"]),
         "truncated_tokens": int(s["truncated_tokens"]),
     }
+    for r in READS:  # acc@1 of each read on mentions with a known entity
+        record[f"el_acc_{r}"] = s[f"el_{r}_correct"] / max(s[f"el_{r}_count"], 1)
+    if s.get("steps"):  # bytes the entity memory communicated, per rank per optimizer step
+        record["memory_comm_bytes"] = s["memory_comm_bytes"] / s["steps"]  # both summed over ranks
+    return record
 
 
 def peak_flops(configured_tflops: float) -> float | None:
@@ -70,14 +95,15 @@ def peak_flops(configured_tflops: float) -> float | None:
 
 def flops_per_step(non_embedding_params: int, d_model: int, vocab_size: int, entity_dim: int, n_entities: int,
                    input_tokens: float, target_tokens: float, mentions_per_read: float) -> float:
-    """Model FLOPs (forward + backward = 3x forward) of one optimizer step, attention quadratic term ignored.
+    """Model FLOPs of one optimizer step (forward + backward, no recomputation), attention's quadratic term ignored.
 
-    input_tokens counts encoder and decoder positions; each memory read costs 2 matmuls of
-    M x N x D (scores, weighted sum), the head read one; the backward recomputes the scores.
+    input_tokens counts encoder and decoder positions, each of which passes one stack. A
+    memory read of M queries over N x D costs 2MND (scores) + 2MND (weighted sum) forward and
+    twice that backward; the linking head has no weighted sum: (2 x 12 + 6) M N D in all.
     """
-    transformer = 6.0 * non_embedding_params * input_tokens / 2  # each token passes one stack
+    transformer = 6.0 * non_embedding_params * input_tokens / 2
     lm_head = 6.0 * d_model * vocab_size * target_tokens
-    memory = (3 * 2 + 2 + 3) * 2.0 * mentions_per_read * n_entities * entity_dim * 3
+    memory = 30.0 * mentions_per_read * n_entities * entity_dim
     return transformer + lm_head + memory
 
 
@@ -96,8 +122,8 @@ class MetricsLog:
             f.write(json.dumps(record) + "\n")
         fields = [f"step {record['step']}"]
         for key, fmt in (("loss", ".4f"), ("lm_loss", ".4f"), ("el_loss", ".4f"), ("el_acc", ".3f"),
-                         ("lr", ".2e"), ("grad_norm", ".3f"), ("tokens_per_s", ".0f"), ("mfu", ".3f"),
-                         ("dropped_mentions", "d")):
+                         ("el_acc_enc", ".3f"), ("lr", ".2e"), ("grad_norm", ".3f"), ("tokens_per_s", ".0f"),
+                         ("mfu", ".3f"), ("memory_comm_bytes", ".3g"), ("dropped_mentions", "d")):
             if record.get(key) is not None:
                 fields.append(f"{key} {record[key]:{fmt}}")
         print(f"[{record.get('split', 'train')}] " + " | ".join(fields), flush=True)

@@ -8,8 +8,14 @@
 A memory read at a position with hidden state h computes alpha = softmax(E W_in h),
 h_ent = W_out sum_i alpha_i e_i and hands LayerNorm(h + h_ent) to the upper layers
 (h_ent is zero away from [Es], as in EaE). The one entity table E is owned by
-``EntityMemory`` and read only through its ``forward``: under ZeRO-3 DeepSpeed
-then gathers the partitioned table around each of the three reads by itself.
+``EntityMemory`` and read only through its ``forward``, in one of two layouts:
+
+- ``replicated``: E is the module's parameter; under ZeRO-3 DeepSpeed gathers the
+  whole table around each of the three reads (today's behaviour, fine on one rank).
+- ``rows``: each rank holds rows [rN/k, (r+1)N/k) in a ``RowShardedMemory`` kept
+  outside the module tree (ZeRO never sees it) and reads go through the distributed
+  blocked softmax of ``trainer.entity_softmax``: queries move, the table never does.
+
 The LM head uses the token embedding outside the embedding's forward, so that
 weight is registered as an external parameter of the model (``register_for_zero3``).
 
@@ -35,6 +41,7 @@ from transformers.models.bart.modeling_bart import (
 from schemas import SPECIAL_ENTITIES
 from trainer.config import ModelConfig
 from trainer.entity_softmax import blocked_entity_softmax, topk_entity_read
+from trainer.memory import RowShardedMemory, init_rows
 
 FIRST_REAL_ENTITY_ID = len(SPECIAL_ENTITIES)
 
@@ -82,25 +89,49 @@ def bart_config(spec: EDMemSpec) -> BartConfig:
     return cfg
 
 
+PARTITIONS = ("replicated", "rows")
+
+
 class EntityMemory(nn.Module):
     """The entity table and the three kinds of read; every read goes through ``forward``."""
 
-    def __init__(self, n_entities: int, entity_dim: int, block_size: int, inference_top_k: int):
+    def __init__(self, n_entities: int, entity_dim: int, block_size: int, inference_top_k: int,
+                 partition: str = "replicated"):
         super().__init__()
-        self.table = nn.Parameter(torch.empty(n_entities, entity_dim))
+        if partition not in PARTITIONS:
+            raise ValueError(f"memory partition must be one of {PARTITIONS}, got {partition!r}")
+        self.n_entities, self.entity_dim, self.partition = n_entities, entity_dim, partition
+        if partition == "replicated":
+            self.table = nn.Parameter(torch.empty(n_entities, entity_dim))
+        self.__dict__["rows"] = None  # a plain attribute: not a submodule, so DeepSpeed never touches it
         self.block_size = block_size
         self.inference_top_k = inference_top_k
+
+    def attach_rows(self, rows: RowShardedMemory) -> None:
+        if self.partition != "rows" or (rows.n_entities, rows.dim) != (self.n_entities, self.entity_dim):
+            raise ValueError(f"cannot attach a {rows.n_entities} x {rows.dim} row shard to a {self.partition} "
+                             f"{self.n_entities} x {self.entity_dim} memory")
+        self.__dict__["rows"] = rows
 
     def forward(self, query: torch.Tensor, targets: torch.Tensor, need_read: bool = True):
         """query [M, De], targets [M] -> read [M, De] (or None), lse [M], target score [M], top1 [M].
 
-        Always called, even with M = 0: under ZeRO-3 every rank must take part in
-        the gather of the table, whether or not its batch has mentions.
+        Always called, even with M = 0: every rank must take part in the collectives
+        (ZeRO-3's gather of a replicated table, or the row-partitioned read).
         """
-        lse, read, top1, target_score = blocked_entity_softmax(query, self.table, self.block_size, targets,
-                                                               with_read=need_read and (self.training or self.inference_top_k <= 0))
-        if need_read and not self.training and self.inference_top_k > 0:
-            read, _, _ = topk_entity_read(query, self.table, self.inference_top_k, self.block_size)
+        top_k_read = need_read and not self.training and self.inference_top_k > 0
+        if self.partition == "replicated":
+            table, split = self.table, {}
+        else:
+            rows = self.rows
+            if rows is None:
+                raise RuntimeError("a row-partitioned memory needs its rows: EntityMemory.attach_rows")
+            table, split = rows.weight, dict(row_start=rows.row_start, group=rows.group, counter=rows.comm)
+        lse, read, top1, target_score = blocked_entity_softmax(query, table, self.block_size, targets,
+                                                               need_read and not top_k_read, **split)
+        if top_k_read:
+            read, _, _ = topk_entity_read(query, table, self.inference_top_k, self.block_size,
+                                          n_entities=self.n_entities, **split)
         return (read.to(query.dtype) if need_read else None), lse, target_score, top1
 
 
@@ -117,7 +148,7 @@ class MemoryAccess(nn.Module):
         batch_idx, time_idx = positions
         query = self.query_proj(hidden[batch_idx, time_idx])
         read, lse, target_score, top1 = memory(query, targets)
-        h_ent = torch.zeros_like(hidden).index_put((batch_idx, time_idx), self.out_proj(read))
+        h_ent = torch.zeros_like(hidden).index_put((batch_idx, time_idx), self.out_proj(read).to(hidden.dtype))
         return self.layer_norm(hidden + h_ent), (lse, target_score, top1)
 
 
@@ -136,43 +167,69 @@ class EDMemStack(nn.Module):
         self.dropout = m.dropout
 
     def forward(self, embeds, input_ids, self_mask, positions, targets, memory, encoder_states=None, cross_mask=None):
+        """memory None: no memory access at all (the plain BART stack, for the reference test)."""
         h = embeds + self.embed_positions(input_ids)
         h = F.dropout(self.layernorm_embedding(h), p=self.dropout, training=self.training)
         kw = dict(encoder_hidden_states=encoder_states, encoder_attention_mask=cross_mask, use_cache=False) \
             if self.is_decoder else {}
         for layer in self.lower:
             h = layer(h, self_mask, **kw)
-        h, el = self.memory_access(h, positions, targets, memory)
+        el = None
+        if memory is not None:
+            h, el = self.memory_access(h, positions, targets, memory)
         for layer in self.upper:
             h = layer(h, self_mask, **kw)
         return h, el
 
 
 class EDMem(nn.Module):
-    def __init__(self, spec: EDMemSpec, el_weight: float = 1.0):
+    def __init__(self, spec: EDMemSpec, el_weight: float = 1.0, memory_partition: str = "replicated",
+                 init_seed: int = 0):
         super().__init__()
         self.spec = spec
         self.el_weight = el_weight  # lambda_EL
+        self.init_seed = init_seed  # of the entity table (chunk-seeded: the same values in every layout)
         m = spec.model
         bart = bart_config(spec)
         self.shared = nn.Embedding(spec.vocab_size, m.d_model, padding_idx=spec.pad_token_id)
         self.encoder = EDMemStack(bart, m, is_decoder=False)
         self.decoder = EDMemStack(bart, m, is_decoder=True)
-        self.entity_memory = EntityMemory(spec.n_entities, m.entity_dim, m.entity_block_size, m.inference_top_k)
+        self.entity_memory = EntityMemory(spec.n_entities, m.entity_dim, m.entity_block_size, m.inference_top_k,
+                                          memory_partition)
         self.el_head = nn.Sequential(nn.LayerNorm(m.d_model), nn.Linear(m.d_model, m.entity_dim))
         self.reset_parameters()
 
+    @property
+    def entity_init_std(self) -> float:
+        m = self.spec.model
+        return m.entity_init_std if m.entity_init_std > 0 else m.entity_dim ** -0.5
+
+    @property
+    def query_init_std(self) -> float:
+        m = self.spec.model
+        return m.query_init_std if m.query_init_std > 0 else m.d_model ** -0.5
+
+    def query_projections(self) -> list[nn.Linear]:
+        """W_in of the encoder and decoder reads and the linking head's projection: they make the queries."""
+        return [self.encoder.memory_access.query_proj, self.decoder.memory_access.query_proj, self.el_head[1]]
+
     @torch.no_grad()
     def reset_parameters(self) -> None:
-        """Normal(0, init_std) matrices, zero biases, unit LayerNorms; the same values with or without ZeRO-3."""
+        """Normal(0, init_std) matrices, zero biases, unit LayerNorms; the same values with or without ZeRO-3.
+
+        The memory's scales differ (see trainer/README.md, "Why entity linking learns"): the
+        table rows ~ N(0, 1/D) (unit norm) and the query projections ~ N(0, 1/d_model) (unit-
+        variance queries), so the EL logits start at std ~1 instead of ~0.01.
+        """
         std = self.spec.model.init_std
+        queries = {id(p) for lin in self.query_projections() for p in lin.parameters()}
         for module in self.modules():
             own = list(module.parameters(recurse=False))
             if not own:
                 continue
             with _gathered(own):  # under zero.Init the parameters are already partitioned
                 if isinstance(module, nn.Linear):
-                    module.weight.normal_(0.0, std)
+                    module.weight.normal_(0.0, self.query_init_std if id(module.weight) in queries else std)
                     if module.bias is not None:
                         module.bias.zero_()
                 elif isinstance(module, nn.Embedding):
@@ -183,7 +240,15 @@ class EDMem(nn.Module):
                     module.weight.fill_(1.0)
                     module.bias.zero_()
                 elif isinstance(module, EntityMemory):
-                    module.table.normal_(0.0, std)
+                    n, d = self.spec.n_entities, self.spec.model.entity_dim
+                    module.table.copy_(init_rows(n, d, 0, n, self.entity_init_std, self.init_seed))
+
+    def make_rows(self, rank: int = 0, world_size: int = 1, group=None, device="cpu") -> RowShardedMemory:
+        """This rank's rows of the table, initialised like the replicated table, attached to the memory."""
+        rows = RowShardedMemory(self.spec.n_entities, self.spec.model.entity_dim, rank, world_size, group, device)
+        rows.init_weights(self.entity_init_std, self.init_seed)
+        self.entity_memory.attach_rows(rows)
+        return rows
 
     def register_for_zero3(self) -> None:
         """The LM head reads shared.weight outside nn.Embedding.forward: tell ZeRO-3 to gather it for us."""
@@ -192,10 +257,35 @@ class EDMem(nn.Module):
         deepspeed.zero.register_external_parameter(self, self.shared.weight)
 
     def num_parameters(self, exclude_entity_table: bool = False) -> int:
+        """All parameters, the entity table counted once whether replicated or split by rows."""
         total = sum(getattr(p, "ds_numel", p.numel()) for p in self.parameters())
-        if exclude_entity_table:
-            total -= getattr(self.entity_memory.table, "ds_numel", self.entity_memory.table.numel())
-        return total
+        table = self.spec.n_entities * self.spec.model.entity_dim
+        if self.entity_memory.partition == "rows":
+            total += table
+        return total - table if exclude_entity_table else total
+
+    def encode_decode(self, input_ids, attention_mask, decoder_input_ids, entity_ids=None, decoder_entity_ids=None,
+                      use_memory: bool = True):
+        """-> encoder states, decoder states, [Es] positions and EL read results of both stacks."""
+        es = self.spec.entity_start_token_id
+        memory = self.entity_memory if use_memory else None
+        enc_mask = attention_mask[:, None, None, :].bool()  # [B, 1, 1, S]: attend to non-pad keys
+        enc_pos = dec_pos = enc_targets = dec_targets = None
+        if use_memory:
+            enc_pos = torch.nonzero(input_ids == es, as_tuple=True)
+            enc_targets = entity_ids[enc_pos].clamp(min=0)
+            dec_pos = torch.nonzero(decoder_input_ids == es, as_tuple=True)
+            dec_targets = decoder_entity_ids[dec_pos].clamp(min=0)
+        enc_h, enc_el = self.encoder(self.shared(input_ids), input_ids, enc_mask, enc_pos, enc_targets, memory)
+        # Decoder self-attention mask None = causal; pads sit after every real token so no real query sees one.
+        dec_h, dec_el = self.decoder(self.shared(decoder_input_ids), decoder_input_ids, None, dec_pos, dec_targets,
+                                     memory, encoder_states=enc_h, cross_mask=enc_mask)
+        return enc_h, dec_h, (enc_pos, enc_targets, enc_el), (dec_pos, dec_targets, dec_el)
+
+    def lm_logits(self, input_ids, attention_mask, decoder_input_ids, **kw) -> torch.Tensor:
+        """[B, S, V] LM logits (tied head); ``use_memory=False`` gives the plain BART computation."""
+        _, dec_h, _, _ = self.encode_decode(input_ids, attention_mask, decoder_input_ids, **kw)
+        return F.linear(dec_h, self.shared.weight)
 
     def forward(self, input_ids, attention_mask, decoder_input_ids, labels, entity_ids, decoder_entity_ids,
                 masked_mentions=None, decoder_masked_mentions=None, **_unused):
@@ -205,18 +295,10 @@ class EDMem(nn.Module):
         EL cross-entropy (mean over mentions with a known entity). A batch without such mentions
         contributes 0 to the EL term: its sum is over an empty set, no NaN to hide.
         """
-        es = self.spec.entity_start_token_id
-        memory = self.entity_memory
-        enc_mask = attention_mask[:, None, None, :].bool()  # [B, 1, 1, S]: attend to non-pad keys
-        enc_pos = torch.nonzero(input_ids == es, as_tuple=True)
-        enc_h, enc_el = self.encoder(self.shared(input_ids), input_ids, enc_mask, enc_pos,
-                                     entity_ids[enc_pos].clamp(min=0), memory)
-        dec_pos = torch.nonzero(decoder_input_ids == es, as_tuple=True)
-        dec_targets = decoder_entity_ids[dec_pos].clamp(min=0)
-        # Decoder self-attention mask None = causal; pads sit after every real token so no real query sees one.
-        dec_h, dec_el = self.decoder(self.shared(decoder_input_ids), decoder_input_ids, None, dec_pos, dec_targets,
-                                     memory, encoder_states=enc_h, cross_mask=enc_mask)
-        _, head_lse, head_target, head_top1 = memory(self.el_head(dec_h[dec_pos]), dec_targets, need_read=False)
+        _, dec_h, (enc_pos, enc_targets, enc_el), (dec_pos, dec_targets, dec_el) = self.encode_decode(
+            input_ids, attention_mask, decoder_input_ids, entity_ids, decoder_entity_ids)
+        _, head_lse, head_target, head_top1 = self.entity_memory(self.el_head(dec_h[dec_pos]), dec_targets,
+                                                                 need_read=False)
 
         # LM: logits only where there is a target; log-softmax in fp32.
         target_mask = labels.ne(-100)
@@ -224,16 +306,18 @@ class EDMem(nn.Module):
         lm_sum = F.cross_entropy(logits.float(), labels[target_mask], reduction="sum")
         lm_tokens = target_mask.sum()
 
-        enc_known = entity_ids[enc_pos] >= FIRST_REAL_ENTITY_ID
+        enc_known = enc_targets >= FIRST_REAL_ENTITY_ID
         dec_known = dec_targets >= FIRST_REAL_ENTITY_ID
-        reads = {"enc": (enc_el, enc_known), "dec": (dec_el, dec_known), "head": ((head_lse, head_target, None), dec_known)}
+        reads = {"enc": (enc_el, enc_targets, enc_known), "dec": (dec_el, dec_targets, dec_known),
+                 "head": ((head_lse, head_target, head_top1), dec_targets, dec_known)}
         out = {}
         el_loss = lm_sum.new_zeros(())
-        for name, ((lse, target_score, _), known) in reads.items():
+        for name, ((lse, target_score, top1), targets, known) in reads.items():
             ce_sum = ((lse - target_score) * known).sum()
             count = known.sum()
             el_loss = el_loss + ce_sum / count.clamp(min=1)
             out[f"el_{name}_sum"], out[f"el_{name}_count"] = ce_sum.detach(), count
+            out[f"el_{name}_correct"] = ((top1 == targets) & known).sum()  # acc@1 of this read
         lm_loss = lm_sum / lm_tokens.clamp(min=1)
 
         # EL accuracy@1 of the final head, on mentions whose tokens were masked in the encoder input.

@@ -1,4 +1,4 @@
-"""EDMem pre-training: joint masked-LM + entity linking, on DeepSpeed with a ZeRO-partitioned entity memory.
+"""EDMem pre-training: joint masked-LM + entity linking, on DeepSpeed, with the entity memory split by rows.
 
     deepspeed trainer/pretrain.py --config configs/pretrain/tiny.yaml --data OUT --output_dir RUN
     python -m trainer.pretrain --config ...            (one process, or under torchrun)
@@ -24,8 +24,10 @@ import torch.distributed as dist
 
 from trainer import checkpoint
 from trainer.config import Config, config_json, dump_config, help_text, load_config
+from trainer.data import (Collator, CorpusError, GlobalSampleOrder, Prefetcher, TrainBatches, load_tokenizer,
+                          open_corpus, validation_batches)
 from trainer.jit_ops import prebuild_deepspeed_comm_op
-from trainer.data import Collator, GlobalSampleOrder, Prefetcher, TrainBatches, load_tokenizer, open_corpus, validation_batches
+from trainer.memory import zero_table_traffic_bytes
 from trainer.metrics import MetricsLog, StepAccumulator, Timer, flops_per_step, peak_flops, plot_losses, summarize
 from trainer.model import EDMem, EDMemSpec
 
@@ -103,14 +105,38 @@ def lr_lambda(max_steps: int, warmup_fraction: float):
 
 
 def to_device(batch: dict, device) -> dict:
-    return {k: batch[k].to(device, non_blocking=True) for k in MODEL_INPUTS}
+    if device.type == "cuda":  # pinned host memory: the copies overlap the previous micro-batch's compute
+        return {k: batch[k].pin_memory().to(device, non_blocking=True) for k in MODEL_INPUTS}
+    return {k: batch[k] for k in MODEL_INPUTS}
+
+
+def resolve_partition(requested: str, world_size: int, resume) -> str:
+    """'auto': the resumed checkpoint's layout, else rows above one rank. An explicit choice must match it."""
+    saved = checkpoint.saved_partition(*resume) if resume is not None else None
+    if requested == "auto":
+        return saved or ("rows" if world_size > 1 else "replicated")
+    if saved is not None and saved != requested:
+        raise SystemExit(f"checkpoint {resume[0] / resume[1]} keeps the entity table {saved}; this run asks for "
+                         f"model.memory_partition={requested}: resume with {saved} (or auto)")
+    return requested
 
 
 def main(argv: list[str] | None = None) -> None:
+    try:
+        train(argv)
+    except CorpusError as exc:  # bad input: one line naming the corpus and the problem, no traceback
+        print(f"[pretrain] error: {exc}", file=sys.stderr, flush=True)
+        raise SystemExit(2) from None
+
+
+def train(argv: list[str] | None = None) -> None:
+    # ---- phase 1: configuration, the corpus's checks (bad input fails here, in seconds), processes ----
+    cfg = parse_args(sys.argv[1:] if argv is None else argv)
+    if not cfg.data.path:
+        raise SystemExit("no corpus: pass --data OUT (the pipeline's output directory)")
+    corpus = open_corpus(cfg.data.path, verify_sha256=cfg.data.verify_sha256)
     import deepspeed
 
-    # ---- phase 1: configuration and processes -------------------------------------------------
-    cfg = parse_args(sys.argv[1:] if argv is None else argv)
     if "RANK" not in os.environ:  # plain `python -m trainer.pretrain`: a world of one
         os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
                           MASTER_PORT=os.environ.get("MASTER_PORT", "29511"))
@@ -132,10 +158,7 @@ def main(argv: list[str] | None = None) -> None:
         if is_main:
             print(f"[pretrain] {msg}", flush=True)
 
-    # ---- phase 2: corpus, tokenizer, entity vocabulary ----------------------------------------
-    if not cfg.data.path:
-        raise SystemExit("no corpus: pass --data OUT (the pipeline's output directory)")
-    corpus = open_corpus(cfg.data.path, verify_sha256=cfg.data.verify_sha256)
+    # ---- phase 2: tokenizer, entity vocabulary ---------------------------------------------------
     tokenizer, ids = load_tokenizer(corpus.tokenizer_dir)
     say(f"corpus {corpus.root}: {len(corpus.train_shards)} train / {len(corpus.validation_shards)} validation "
         f"shards, {corpus.n_entities} entities, vocabulary {ids.vocab_size}")
@@ -145,38 +168,70 @@ def main(argv: list[str] | None = None) -> None:
     spec = EDMemSpec(model=cfg.model, vocab_size=ids.vocab_size, n_entities=corpus.n_entities,
                      pad_token_id=ids.pad, entity_start_token_id=ids.entity_start, decoder_start_token_id=ids.eos)
     resume = checkpoint.find_resume(run_dir, cfg.train.resume)
+    if resume is not None:
+        saved_spec = json.loads((resume[0] / resume[1] / "edmem_spec.json").read_text())
+        if saved_spec["n_entities"] != corpus.n_entities:
+            raise SystemExit(f"checkpoint {resume[0] / resume[1]} has an entity table of {saved_spec['n_entities']} "
+                             f"rows; the corpus {corpus.root} has {corpus.n_entities} entities: another vocabulary")
+    partition = resolve_partition(cfg.model.memory_partition, world_size, resume)
     universal = resume is not None and checkpoint.saved_world_size(*resume) != world_size
     ds_config = deepspeed_config(cfg, world_size, universal)
-    zero3 = ds_config.get("zero_optimization", {}).get("stage", 0) == 3
-    with deepspeed.zero.Init(config_dict_or_path=ds_config, enabled=zero3):
-        model = EDMem(spec, el_weight=cfg.optim.el_weight)
+    stage = ds_config.get("zero_optimization", {}).get("stage", 0)
+    bf16 = ds_config["bf16"]["enabled"]
+    with deepspeed.zero.Init(config_dict_or_path=ds_config, enabled=stage == 3):
+        model = EDMem(spec, el_weight=cfg.optim.el_weight, memory_partition=partition, init_seed=cfg.train.seed)
+    rows = None
+    if partition == "rows":  # this rank's rows, outside DeepSpeed: never partitioned, gathered or broadcast by ZeRO
+        group = dist.new_group(list(range(world_size))) if world_size > 1 else None
+        rows = model.make_rows(rank, world_size, group, device)
     if cfg.model.init_from:
         from trainer.export import load_bart_weights
         load_bart_weights(model, cfg.model.init_from)
-    if zero3:
+    if stage == 3:
         model.register_for_zero3()
     say(f"EDMem: {model.num_parameters() / 1e6:.2f}M parameters, entity table "
-        f"{corpus.n_entities} x {cfg.model.entity_dim}; ZeRO stage "
-        f"{ds_config.get('zero_optimization', {}).get('stage', 0)}, bf16 {ds_config['bf16']['enabled']}, "
+        f"{corpus.n_entities} x {cfg.model.entity_dim} "
+        + (f"split by rows over {world_size} ranks (rows {rows.row_start}..{rows.row_end - 1} here)"
+           if rows is not None else "replicated (a DeepSpeed parameter)")
+        + f"; ZeRO stage {stage}, bf16 {bf16}, "
         f"{world_size} ranks x {ds_config['gradient_accumulation_steps']} accumulation x "
         f"{cfg.train.micro_batch_size} = {cfg.train.global_batch_size} sequences per step")
 
     # ---- phase 4: DeepSpeed engine: AdamW, warm-up then linear decay, clipping -------------------
+    # The table's rows (partition rows) get their own AdamW with the same settings and schedule,
+    # stepped right after the engine's; DeepSpeed clips its gradients by their global norm, the
+    # rows are clipped by theirs (over all ranks) at the same threshold.
     fused = device.type == "cuda"
+    schedule = lr_lambda(cfg.train.max_steps, cfg.optim.warmup_fraction)
     engine, _, _, scheduler = deepspeed.initialize(
         model=model,
         model_parameters=param_groups(model, cfg.optim.weight_decay),
         optimizer=lambda groups: torch.optim.AdamW(groups, lr=cfg.optim.lr, betas=tuple(cfg.optim.betas),
                                                    eps=cfg.optim.eps, fused=fused),
-        lr_scheduler=lambda opt: torch.optim.lr_scheduler.LambdaLR(
-            opt, lr_lambda(cfg.train.max_steps, cfg.optim.warmup_fraction)),
+        lr_scheduler=lambda opt: torch.optim.lr_scheduler.LambdaLR(opt, schedule),
         config=ds_config,
     )
+    if stage == 3 and rows is None:  # whether ZeRO-3 really splits the table (not below the persistence threshold)
+        table = model.entity_memory.table
+        say(f"ZeRO-3 keeps {table.ds_tensor.numel()} of the table's {table.ds_numel} elements on this rank"
+            + (" (below stage3_param_persistence_threshold: whole on every rank)"
+               if getattr(table, "ds_persist", False) else ""))
+    if rows is not None:
+        rows.make_optimizer(cfg.optim.lr, cfg.optim.betas, cfg.optim.eps, cfg.optim.weight_decay, schedule, fused)
+        comm_per_step = None  # counted: the bytes of the memory's own collectives
+    else:  # what ZeRO moves for the replicated table (see trainer.memory.zero_table_traffic_bytes)
+        comm_per_step = zero_table_traffic_bytes(stage, corpus.n_entities, cfg.model.entity_dim, 2 if bf16 else 4,
+                                                 2 if bf16 else 4, ds_config["gradient_accumulation_steps"],
+                                                 world_size)
 
     # ---- phase 5: resume (weights, optimizer, scheduler, data position, RNG) --------------------
     step, samples_seen = 0, 0
     if resume is not None:
         ckpt_dir, tag = resume
+        if rows is not None:
+            same = checkpoint.load_rows(rows, ckpt_dir / tag)
+            say(f"entity rows {'restored' if same else 're-cut from the saved shards'} "
+                f"({checkpoint.saved_world_size(ckpt_dir, tag)} ranks then, {world_size} now)")
         if universal:
             say(f"checkpoint {tag} was written by {checkpoint.saved_world_size(ckpt_dir, tag)} ranks, "
                 f"resuming on {world_size}: converting to a universal checkpoint")
@@ -193,8 +248,9 @@ def main(argv: list[str] | None = None) -> None:
 
     # ---- phase 6: data ----------------------------------------------------------------------------
     collator = Collator(ids, cfg.data.max_seq_len, cfg.data.random_token_mask_prob,
-                        cfg.data.salient_span_mask_prob, cfg.train.seed)
-    order = GlobalSampleOrder(corpus.train_shards, cfg.train.seed, cfg.data.shuffle_window_row_groups)
+                        cfg.data.salient_span_mask_prob, cfg.train.seed, corpus.n_entities, str(corpus.root))
+    order = GlobalSampleOrder(corpus.train_shards, cfg.train.seed, cfg.data.shuffle_window_row_groups,
+                              cfg.data.overfit_passages)
     train_batches = Prefetcher(TrainBatches(order, collator, cfg.train.global_batch_size,
                                             cfg.train.micro_batch_size, rank, world_size, start_sample=samples_seen))
     val_batches = validation_batches(corpus.validation_shards, collator, cfg.train.micro_batch_size, rank,
@@ -221,13 +277,14 @@ def main(argv: list[str] | None = None) -> None:
         client = {"step": step, "samples_seen": samples_seen, "world_size": world_size,
                   "global_batch_size": cfg.train.global_batch_size, "config": config_json(cfg)}
         tag = checkpoint.save(engine, run_dir / "checkpoints", step, client, spec.to_dict(),
-                              cfg.train.keep_checkpoints)
+                              cfg.train.keep_checkpoints, rows)
         say(f"saved checkpoint {run_dir / 'checkpoints' / tag}")
 
     # ---- phase 7: training loop -------------------------------------------------------------------
     engine.train()
     acc, timer = StepAccumulator(), Timer()
     steps_this_run = 0
+    memory_grad_norm = None
     while step < cfg.train.max_steps:
         micro_batches = next(train_batches)
         samples_seen += cfg.train.global_batch_size  # the resume position (the prefetcher runs ahead)
@@ -235,7 +292,10 @@ def main(argv: list[str] | None = None) -> None:
             out = engine(**to_device(batch, device))
             engine.backward(out["loss"])
             engine.step()  # DeepSpeed steps the optimizer and scheduler at the accumulation boundary
-            acc.add(out, batch)
+            acc.add(out, batch)  # device-side sums: no host synchronisation per micro-batch
+        if rows is not None:  # the accumulation boundary: step this rank's rows
+            memory_grad_norm = rows.step(cfg.optim.grad_clip)
+        acc.add_step(rows.comm.take() if rows is not None else comm_per_step)
         step += 1
         steps_this_run += 1
         if cfg.train.log_sample_ids:
@@ -251,9 +311,12 @@ def main(argv: list[str] | None = None) -> None:
             record = {"step": step, "split": "train", **summarize(sums, cfg.optim.el_weight),
                       "lr": scheduler.get_last_lr()[0], "grad_norm": engine.get_global_grad_norm(),
                       "tokens_per_s": sums["input_tokens"] / elapsed, "samples": int(sums["samples"]),
-                      "samples_seen": samples_seen, "step_time_s": elapsed / cfg.train.log_every}
+                      "samples_seen": samples_seen,
+                      "step_time_s": elapsed * sums["world_size"] / max(sums["steps"], 1)}
             if isinstance(record["grad_norm"], torch.Tensor):
                 record["grad_norm"] = record["grad_norm"].item()
+            if memory_grad_norm is not None:
+                record["memory_grad_norm"] = memory_grad_norm.item()
             if flop_peak:
                 flops = flops_per_step(non_embedding, cfg.model.d_model, ids.vocab_size, cfg.model.entity_dim,
                                        corpus.n_entities, sums["input_tokens"], sums["lm_tokens"],
@@ -263,6 +326,8 @@ def main(argv: list[str] | None = None) -> None:
             acc.reset()
         if cfg.train.eval_every and step % cfg.train.eval_every == 0:
             validate()
+            if rows is not None:
+                rows.comm.take()  # validation reads are not training traffic
         if (cfg.train.save_every and step % cfg.train.save_every == 0) or step == cfg.train.max_steps:
             save()
         if cfg.train.stop_after_steps and steps_this_run >= cfg.train.stop_after_steps:

@@ -32,3 +32,11 @@ def tokenizer_and_ids(corpus_dir):
     from trainer.data import load_tokenizer
 
     return load_tokenizer(corpus_dir / "tokenizer")
+
+
+@pytest.fixture(scope="session")
+def trainer_runs(corpus_dir, tmp_path_factory):
+    """Real training runs, each made once per session when a test first asks for it (tests/trainer/runs.py)."""
+    from tests.trainer.runs import Runs
+
+    return Runs(corpus_dir, tmp_path_factory.mktemp("trainer_runs"))

@@ -64,8 +64,15 @@ def test_too_long_passages_drop_last_mentions_first_then_tokens(tokenizer_and_id
     ex = build_example(tokens, mentions, ids, max_seq_len=2 + 10 + 4)  # room for 2 mentions' markers
     assert len(ex.tokens) <= 16 and ex.dropped_mentions == 3 and ex.truncated_tokens == 0
     assert ex.tokens.count(ids.entity_start) == 2
+    # Too long alone: the text is cut, and the leading mentions whose markers fit keep them.
     ex = build_example(tokens, mentions, ids, max_seq_len=2 + 6)
-    assert ex.truncated_tokens == 4 and ex.tokens.count(ids.entity_start) == 0 and ex.dropped_mentions == 5
+    assert ex.truncated_tokens == 6 and ex.tokens.count(ids.entity_start) == 1 and ex.dropped_mentions == 4
+    assert ex.tokens == [ids.bos, ids.entity_start, 100, ids.entity_end, 101, 102, 103, ids.eos]
+    # A 128-token window read at 64 tokens keeps the mentions of its first 64 - 2 - 2k tokens.
+    window = list(range(1000, 1128))
+    mentions = [{"token_start": i, "token_end": i + 3, "entity_id": 5} for i in range(5, 128, 10)]
+    ex = build_example(window, mentions, ids, max_seq_len=64)
+    assert len(ex.tokens) == 64 and ex.tokens.count(ids.entity_start) == 5 and ex.dropped_mentions == 8
 
 
 def test_masking_rates_and_special_tokens(tokenizer_and_ids):

@@ -1,0 +1,153 @@
+"""Real training runs shared by the trainer tests, made once per session (each only when a test asks).
+
+Every run is a subprocess (the deepspeed launcher for 2 ranks, `python -m trainer.pretrain` for one)
+of the tiny config on 64-token sequences, on the same 16 passages repeated (``data.overfit_passages``):
+both losses fall far within a few dozen steps, so one run shows that EL learns, and the same run is
+checkpointed, resumed, re-sharded and exported. Runs that only check a layout stop after a few steps
+with the same schedule (``train.stop_after_steps``), so their losses compare step by step.
+
+    rows2            2 ranks, ZeRO-2, the table split by rows (the default above one rank)
+    rows2_resumed    rows2's step-CHECKPOINT_AT checkpoint, resumed on 2 ranks
+    rows2_on_1_rank  the same checkpoint resumed on 1 rank (universal conversion, rows re-cut)
+    replicated1      1 rank, the replicated table; SIGKILLed two steps after its checkpoint, then rerun
+    zero3            rows beside ZeRO-3, SHORT steps
+    zero1_bf16       rows beside ZeRO-1, in bf16 (the rows stay float32), SHORT steps
+    zero3_replicated the replicated table really partitioned by ZeRO-3 (persistence threshold 0), SHORT steps
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from trainer.metrics import read_metrics
+
+REPO = Path(__file__).resolve().parents[2]
+PYTHON = Path(sys.executable)
+DEEPSPEED = PYTHON.parent / "deepspeed"
+STEPS, CHECKPOINT_AT, EVAL_EVERY, SHORT, PASSAGES = 48, 40, 24, 3, 16
+KILL_AT = CHECKPOINT_AT + 2  # replicated1 is killed once this step is logged: the steps after the checkpoint are lost
+TIMEOUT_S = 300
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _command(corpus: Path, run_dir: Path, ranks: int, overrides: tuple[str, ...]) -> tuple[list[str], dict]:
+    args = ["--config", "configs/pretrain/tiny.yaml", "--data", str(corpus), "--output_dir", str(run_dir),
+            "--max_steps", str(STEPS), "--data.overfit_passages", str(PASSAGES),
+            "--train.global_batch_size", str(PASSAGES), "--train.micro_batch_size", str(PASSAGES // 2),
+            "--data.max_seq_len", "64", "--model.max_positions", "64", "--train.save_every", str(CHECKPOINT_AT),
+            "--train.eval_every", str(EVAL_EVERY), "--train.log_sample_ids", "true", *overrides]
+    port = str(_free_port())
+    if ranks == 1:
+        cmd = [str(PYTHON), "-m", "trainer.pretrain", *args]
+    else:
+        cmd = [str(DEEPSPEED), "--num_gpus", str(ranks), "--master_port", port, "trainer/pretrain.py", *args]
+    return cmd, {**os.environ, "OMP_NUM_THREADS": "1", "MASTER_PORT": port, "PYTHONUNBUFFERED": "1"}
+
+
+def run(corpus: Path, run_dir: Path, ranks: int, *overrides: str) -> Path:
+    cmd, env = _command(corpus, run_dir, ranks, overrides)
+    result = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with open(run_dir / "stdout.log", "a") as f:
+        f.write(result.stdout + result.stderr)
+    if result.returncode != 0:
+        raise AssertionError(f"{' '.join(cmd)} failed ({result.returncode}):\n{(result.stdout + result.stderr)[-6000:]}")
+    return run_dir
+
+
+def run_killed_then_rerun(corpus: Path, run_dir: Path, *overrides: str) -> Path:
+    """One rank: SIGKILL (the whole process group) once step KILL_AT is logged, then the same command again."""
+    cmd, env = _command(corpus, run_dir, 1, overrides)
+    metrics = run_dir / "metrics.jsonl"
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    deadline = time.monotonic() + TIMEOUT_S
+    try:
+        while True:
+            done = [r["step"] for r in read_metrics(metrics) if r["split"] == "train"] if metrics.exists() else []
+            if max(done, default=0) >= KILL_AT:
+                break
+            if proc.poll() is not None:
+                raise AssertionError(f"the run ended ({proc.returncode}) before it could be killed")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"step {KILL_AT} not reached in {TIMEOUT_S} s")
+            time.sleep(0.1)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    shutil.copy(metrics, run_dir / "metrics_before_kill.jsonl")
+    return run(corpus, run_dir, 1, *overrides)
+
+
+def _resume_copy(source: Path, target: Path) -> Path:
+    """A run directory holding only source's checkpoint at CHECKPOINT_AT: what a run killed after it leaves."""
+    tag = f"step_{CHECKPOINT_AT:08d}"
+    (target / "checkpoints").mkdir(parents=True)
+    shutil.copytree(source / "checkpoints" / tag, target / "checkpoints" / tag)
+    (target / "checkpoints" / "latest").write_text(tag)
+    return target
+
+
+class Runs:
+    """Lazily made runs, shared by every trainer test of the session."""
+
+    def __init__(self, corpus: Path, root: Path):
+        self.corpus, self.root, self._done = corpus, root, {}
+
+    def get(self, name: str) -> Path:
+        if name not in self._done:
+            d = self.root / name
+            short = ("--train.stop_after_steps", str(SHORT), "--train.save_every", str(SHORT))
+            if name == "rows2":
+                run(self.corpus, d, 2)
+            elif name == "rows2_resumed":
+                run(self.corpus, _resume_copy(self.get("rows2"), d), 2)
+            elif name == "rows2_on_1_rank":
+                run(self.corpus, _resume_copy(self.get("rows2"), d), 1)
+            elif name == "replicated1":
+                run_killed_then_rerun(self.corpus, d)
+            elif name == "zero3":
+                run(self.corpus, d, 2, "--deepspeed_config", "configs/deepspeed/zero3.json", *short)
+            elif name == "zero1_bf16":
+                run(self.corpus, d, 2, "--deepspeed_config", "configs/deepspeed/zero1.json", "--train.bf16", "true",
+                    *short)
+            elif name == "zero3_replicated":
+                # ZeRO-3 keeps parameters below stage3_param_persistence_threshold whole on every rank;
+                # at 0 it really splits this small table, as it would a large one.
+                ds = json.loads((REPO / "configs/deepspeed/zero3.json").read_text())
+                ds["zero_optimization"]["stage3_param_persistence_threshold"] = 0
+                self.root.mkdir(parents=True, exist_ok=True)
+                (self.root / "zero3_split.json").write_text(json.dumps(ds))
+                run(self.corpus, d, 2, "--deepspeed_config", str(self.root / "zero3_split.json"),
+                    "--model.memory_partition", "replicated", *short)
+            else:
+                raise KeyError(name)
+            self._done[name] = d
+        return self._done[name]
+
+
+def train_rows(run_dir: Path, file: str = "metrics.jsonl") -> dict[int, dict]:
+    return {r["step"]: r for r in read_metrics(run_dir / file) if r["split"] == "train"}
+
+
+def sample_ids(run_dir: Path) -> dict[int, list]:
+    return {r["step"]: r["passage_ids"] for r in read_metrics(run_dir / "samples.jsonl")}
+
+
+def el_accuracy(rows: dict[int, dict], steps, read: str) -> float:
+    """Accuracy of one read over several logged steps, weighted by their mentions."""
+    hits = sum(rows[s][f"el_acc_{read}"] * rows[s]["mentions"] for s in steps)
+    return hits / max(1, sum(rows[s]["mentions"] for s in steps))

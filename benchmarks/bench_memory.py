@@ -102,10 +102,9 @@ def worker(a) -> None:
     import torch.distributed as dist
 
     from trainer.config import Config
+    from trainer.jit_ops import prebuild_deepspeed_comm_op
     from trainer.model import EDMem, EDMemSpec
     from trainer.pretrain import deepspeed_config, lr_lambda, param_groups
-
-    from trainer.jit_ops import prebuild_deepspeed_comm_op
 
     torch.set_num_threads(1)
     prebuild_deepspeed_comm_op()  # never waits on a build lock left by a killed process

@@ -9,8 +9,6 @@ and ``--optim.lr 1e-4`` get their natural types.
 """
 from __future__ import annotations
 
-from pipelines.fields import option as _f
-
 import dataclasses
 import json
 from dataclasses import dataclass, field
@@ -18,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from pipelines.fields import option as _f
 
 
 @dataclass

@@ -24,8 +24,16 @@ import torch.distributed as dist
 
 from trainer import checkpoint
 from trainer.config import Config, config_json, dump_config, help_text, load_config
-from trainer.data import (Collator, CorpusError, GlobalSampleOrder, Prefetcher, TrainBatches, load_tokenizer,
-                          open_corpus, validation_batches)
+from trainer.data import (
+    Collator,
+    CorpusError,
+    GlobalSampleOrder,
+    Prefetcher,
+    TrainBatches,
+    load_tokenizer,
+    open_corpus,
+    validation_batches,
+)
 from trainer.jit_ops import prebuild_deepspeed_comm_op
 from trainer.memory import zero_table_traffic_bytes
 from trainer.metrics import MetricsLog, StepAccumulator, Timer, flops_per_step, peak_flops, plot_losses, summarize

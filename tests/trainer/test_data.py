@@ -9,7 +9,13 @@ import torch
 
 from schemas import PASSAGE_SCHEMA
 from trainer.data import (
-    Collator, CorpusError, GlobalSampleOrder, TrainBatches, build_example, mask_example, open_corpus,
+    Collator,
+    CorpusError,
+    GlobalSampleOrder,
+    TrainBatches,
+    build_example,
+    mask_example,
+    open_corpus,
     validation_batches,
 )
 

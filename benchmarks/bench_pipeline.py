@@ -99,14 +99,13 @@ def profile_stages(dump: Path, out_dir: str) -> dict:
     stats = pstats.Stats(str(prof))
     total = stats.total_tt
     cumulative: dict[str, float] = {}
-    for (filename, _line, name), (_cc, _nc, _tt, ct, _callers) in stats.stats.items():
+    for (filename, line, name), (_cc, _nc, _tt, ct, _callers) in stats.stats.items():
         if "/pipelines/" not in filename and "/benchmarks/" not in filename:
             continue
-        qual = name
+        qual = f"{_enclosing_class(filename, line)}.{name}".lstrip(".")
         for stage, functions in STAGES.items():
             for fn in functions:
-                cls, _, meth = fn.rpartition(".")
-                if meth == qual and (not cls or _defines(filename, cls)):
+                if fn == qual or ("." not in fn and fn == name):
                     cumulative[stage] = cumulative.get(stage, 0.0) + ct
     shares = {stage: round(seconds / total, 4) for stage, seconds in cumulative.items()}
     shares["Beam machinery (coders, shuffles, per-element calls) and start-up"] = round(
@@ -114,11 +113,31 @@ def profile_stages(dump: Path, out_dir: str) -> dict:
     return {"profiled_seconds": round(total, 1), "shares": shares}
 
 
-def _defines(filename: str, cls: str) -> bool:
-    try:
-        return f"class {cls}" in Path(filename).read_text(encoding="utf-8")
-    except OSError:
-        return False
+_CLASS_OF_LINE: dict[str, dict[int, str]] = {}
+
+
+def _enclosing_class(filename: str, line: int) -> str:
+    """The class whose method starts at ``line`` of ``filename`` ("" for a module-level function).
+
+    Several DoFns of one file share the method name ``process``; the profile tells them apart by line.
+    """
+    if filename not in _CLASS_OF_LINE:
+        import ast
+
+        table: dict[int, str] = {}
+        try:
+            tree = ast.parse(Path(filename).read_text(encoding="utf-8"))
+        except (OSError, SyntaxError):
+            tree = None
+        for node in ast.walk(tree) if tree else ():
+            if isinstance(node, ast.ClassDef):
+                for item in node.body:
+                    if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        table[item.lineno] = node.name
+                        for deco in item.decorator_list:  # cProfile reports the first decorator's line
+                            table[deco.lineno] = node.name
+        _CLASS_OF_LINE[filename] = table
+    return _CLASS_OF_LINE[filename].get(line, "")
 
 
 def median_of(runs: list[dict], key: str) -> float:

@@ -16,8 +16,9 @@ import pyarrow.parquet as pq
 
 from linker.catalogue import FIRST_ENTITY_ID
 from linker.inputs import ContextText
+from schemas.corpus import MentionSource
 
-HYPERLINK = "hyperlink"
+HYPERLINK = MentionSource.HYPERLINK
 
 
 @dataclass(frozen=True, slots=True)

@@ -127,7 +127,7 @@ class Mention(_PicklesAsTuple):
     end: int
     surface: str
     entity: str  # resolved entity title
-    source: str  # "hyperlink", "same_page_alias", "title_alias", "same_page_number", "blink"
+    source: str  # one of schemas.corpus.MENTION_SOURCES
 
 
 @_pickles_as_tuple

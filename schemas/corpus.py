@@ -9,7 +9,23 @@ UNK_ENTITY_ID = 1
 MASK_ENTITY_ID = 2
 SPECIAL_ENTITIES = ("[PAD]", "[UNK]", "[MASK]")
 
-MENTION_SOURCES = ("hyperlink", "same_page_alias", "title_alias", "same_page_number", "blink")
+
+class MentionSource:
+    """Where a mention came from: the one list of mention ``source`` values.
+
+    Each value is a versioned labeler whose meaning never changes; a new rule gets a new value.
+    Plain strings (not Enum members), so rows, Parquet files and counters hold exactly these.
+    """
+
+    HYPERLINK = "hyperlink"  # a link an editor wrote
+    SAME_PAGE_ALIAS = "same_page_alias"  # an alias of an entity linked elsewhere on the same page
+    TITLE_ALIAS = "title_alias"  # an alias of the page's own entity
+    SAME_PAGE_NUMBER = "same_page_number"  # a letterless anchor the page itself links (e.g. a year)
+    BLINK = "blink"  # a BLINK model's link (--blink_model)
+
+
+MENTION_SOURCES = (MentionSource.HYPERLINK, MentionSource.SAME_PAGE_ALIAS, MentionSource.TITLE_ALIAS,
+                   MentionSource.SAME_PAGE_NUMBER, MentionSource.BLINK)
 
 # The Arrow type is the same in every version; only what char_start/char_end index changed
 # (version 1: the article text; version 2: the passage's text, see passage_schema).

@@ -74,14 +74,15 @@ import ahocorasick
 from pipelines.corpus.stopwords import resolve_stopwords, stopword_spec_for_language
 from pipelines.fields import option as _opt
 from pipelines.records import Mention
+from schemas.corpus import MentionSource
 
 LINKED = "linked"
 TITLE = "title"
 ORIGINS = (LINKED, TITLE)
 
-SAME_PAGE_ALIAS = "same_page_alias"
-TITLE_ALIAS = "title_alias"
-SAME_PAGE_NUMBER = "same_page_number"
+SAME_PAGE_ALIAS = MentionSource.SAME_PAGE_ALIAS
+TITLE_ALIAS = MentionSource.TITLE_ALIAS
+SAME_PAGE_NUMBER = MentionSource.SAME_PAGE_NUMBER
 LABEL_SOURCES = (SAME_PAGE_ALIAS, TITLE_ALIAS, SAME_PAGE_NUMBER)
 
 AMBIGUITY_POLICIES = ("page", "prior", "skip")

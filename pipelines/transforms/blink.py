@@ -33,8 +33,9 @@ from apache_beam.utils.shared import Shared
 
 from pipelines.records import LabeledArticle, Mention
 from pipelines.transforms.stats import STATS, CountingDoFn
+from schemas.corpus import MentionSource
 
-BLINK = "blink"
+BLINK = MentionSource.BLINK
 DEAD = "dead"
 
 

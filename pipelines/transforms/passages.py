@@ -31,8 +31,9 @@ from pipelines.records import Article, LabeledArticle, Mention
 from pipelines.transforms.joins import GroupJoinFn, LookupJoin
 from pipelines.transforms.stats import STATS, CountingDoFn
 from schemas import UNK_ENTITY_ID
+from schemas.corpus import MentionSource
 
-HYPERLINK = "hyperlink"
+HYPERLINK = MentionSource.HYPERLINK
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,6 +30,7 @@ from pipelines import storage
 from pipelines.corpus.tokenizer import load_tokenizer, save_tokenizer
 from pipelines.external_sort import ExternalSorter
 from schemas import SCHEMAS
+from schemas.corpus import MENTION_SOURCES
 
 log = logging.getLogger(__name__)
 
@@ -191,8 +192,8 @@ class SaveTokenizerFn(beam.DoFn):
 # Counters always present in stats.json, zero when nothing was counted.
 HEADLINE_COUNTERS = (
     "pages_read", "articles", "redirects", "disambiguation_pages", "redirect_loops",
-    "redirect_chains_too_long", "siteinfo_missing", "mentions/hyperlink", "mentions/same_page_alias",
-    "mentions/title_alias", "mentions/same_page_number", "mentions/blink", "passages/train", "passages/validation",
+    "redirect_chains_too_long", "siteinfo_missing", *(f"mentions/{source}" for source in MENTION_SOURCES),
+    "passages/train", "passages/validation",
 )
 
 

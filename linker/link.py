@@ -46,7 +46,7 @@ from linker.combine import COMBINED, PRIOR, CandidateSet, Combiner, fit_combiner
 from linker.index import EncodingsMeta, EncodingsWriter, IndexConfig, load_encodings, open_index, read_meta
 from linker.inputs import ContextText, cross_ids
 from linker.mentions import DetectedSpan, DetectorConfig, MentionDetector
-from pipelines.fields import option as _opt
+from wikiedm.fields import option as _opt
 
 log = logging.getLogger(__name__)
 

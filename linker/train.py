@@ -33,7 +33,7 @@ from linker.biencoder import BiEncoder, BlinkParams, LoadedBiEncoder, load_bienc
 from linker.catalogue import EntityCatalogue, read_catalogue
 from linker.corpus_data import HYPERLINK, MentionExample, iter_examples, shuffled
 from linker.inputs import BlinkInputs
-from pipelines.fields import option as _opt
+from wikiedm.fields import option as _opt
 
 log = logging.getLogger("linker.train")
 

@@ -40,10 +40,10 @@ from apache_beam.options.pipeline_options import StandardOptions
 from linker.link import LinkerConfig, prepare_linker
 from pipelines import storage
 from pipelines.config import parse_config
-from pipelines.fields import option as _opt
 from pipelines.launch import beam_options, configure_logging
 from pipelines.transforms.blink import LinkRecords, RecordOptions
 from pipelines.transforms.stats import SumStats
+from wikiedm.fields import option as _opt
 
 log = logging.getLogger("link_mentions")
 

@@ -141,7 +141,7 @@ def test_setup_py_sdist_ships_the_job_and_declares_its_runtime_dependencies(tmp_
     src.mkdir()
     for name in ("setup.py", "pyproject.toml", "README.md"):
         shutil.copy(REPO / name, src / name)
-    for package in ("pipelines", "schemas", "trainer", "linker"):
+    for package in ("wikiedm", "pipelines", "schemas", "trainer", "linker"):
         if (REPO / package).is_dir():
             shutil.copytree(REPO / package, src / package, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     dist = tmp_path / "dist"

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from pipelines.fields import option as _f
+from wikiedm.fields import option as _f
 
 
 @dataclass

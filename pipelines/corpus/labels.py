@@ -72,9 +72,9 @@ from typing import Iterable, Sequence
 import ahocorasick
 
 from pipelines.corpus.stopwords import resolve_stopwords, stopword_spec_for_language
-from pipelines.fields import option as _opt
 from pipelines.records import Mention
 from schemas.corpus import MentionSource
+from wikiedm.fields import option as _opt
 
 LINKED = "linked"
 TITLE = "title"

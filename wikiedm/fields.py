@@ -1,4 +1,4 @@
-"""One helper for config dataclasses: a field with help text (the CLI flags' help)."""
+"""One helper for config dataclasses: a field with help text (the CLI flags' help); shared by pipelines, linker and trainer."""
 from __future__ import annotations
 
 import copy

@@ -80,6 +80,7 @@ def test_vocab_ids_are_by_count_then_title():
 def test_wikiedm_lists_every_subcommand_and_each_has_help(capsys):
     from wikiedm.cli import SUBCOMMANDS, main
 
+    argv_before = list(sys.argv)
     assert main(["--help"]) == 0
     listing = capsys.readouterr().out
     for name in ("corpus", "link", "train-linker", "evaluate-linker", "validate", "report", "card", "fetch",
@@ -90,6 +91,7 @@ def test_wikiedm_lists_every_subcommand_and_each_has_help(capsys):
         out = capsys.readouterr()
         assert "help" in (out.out + out.err).lower() or "usage" in (out.out + out.err).lower(), name
     assert main(["no-such-command"]) == 2
+    assert sys.argv == argv_before, "the caller's argv is restored"
 
 
 def test_wikiedm_subcommands_run_the_documented_modules(tmp_path):

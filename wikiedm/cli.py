@@ -60,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     sub = SUBCOMMANDS[name]
     # argv[0] names the subcommand, so each module's argparse usage reads `wikiedm NAME ...`.
+    saved_argv = sys.argv
     sys.argv = [f"wikiedm {name}", *sub.fixed_args, *rest]
     try:  # the module's own main(), which reads sys.argv as under `python -m MODULE`
         returned = importlib.import_module(sub.module).main()
@@ -69,6 +70,8 @@ def main(argv: list[str] | None = None) -> int:
             return code or 0
         sys.stderr.write(f"{code}\n")
         return 1
+    finally:  # a caller in the same process (a test, a notebook) keeps its own argv
+        sys.argv = saved_argv
     return returned if isinstance(returned, int) else 0
 
 

@@ -60,10 +60,7 @@ from synth_dump import dump_header, page_xml  # noqa: E402
 from pipelines.corpus.tokenizer import load_encoder, tokenize_with_mentions  # noqa: E402
 from pipelines.corpus.windows import cut_windows  # noqa: E402
 from pipelines.dump import iter_pages, read_siteinfo  # noqa: E402
-from pipelines.records import (
-    Mention,  # noqa: E402
-    RawPage,  # noqa: E402
-)
+from pipelines.records import Mention, RawPage  # noqa: E402
 from pipelines.wikitext import (  # noqa: E402
     ExtractionError,
     extract_article,

@@ -23,9 +23,10 @@ from pipelines.wikitext.disambiguation import DisambiguationConfig
 
 
 def main(dump: str) -> None:
-    _, ranges = plan_input(WikiMentionsConfig(input=dump, output="unused"))
-    options = ParseOptions(max_page_bytes=64 << 20, max_wikitext_chars=10 << 20, progress_every_s=600,
-                           disambiguation=DisambiguationConfig())
+    cfg = WikiMentionsConfig(input=dump, output="unused")  # the job's defaults
+    _, ranges = plan_input(cfg)
+    options = ParseOptions(max_page_bytes=cfg.max_page_mb << 20, max_wikitext_chars=cfg.max_wikitext_chars,
+                           progress_every_s=cfg.progress_every_s, disambiguation=DisambiguationConfig())
     with beam.Pipeline(options=PipelineOptions(["--direct_num_workers", "1"])) as p:
         _ = (p
              | "ReadRanges" >> beam.Create(ranges, reshuffle=False)

@@ -37,7 +37,8 @@ import random
 import re
 import sys
 from dataclasses import dataclass
-from xml.sax.saxutils import escape, quoteattr
+
+from pipelines.sample_dump import page_xml
 
 SITEINFO = """  <siteinfo>
     <sitename>Wikipedia</sitename>
@@ -239,17 +240,6 @@ class SynthWiki:
         yield page_id, 0, "Odd links", f"'''Odd links''' points at redirects out of the main namespace. {links_to_odd}", None
         yield page_id + 1, 14, f"Category:{self.entities[0].short}", "A category.", None
         yield page_id + 2, 1, f"Talk:{self.entities[0].title}", f"About [[{self.entities[0].title}]].", None
-
-
-def page_xml(page_id: int, ns: int, title: str, text: str, redirect: str | None) -> str:
-    redirect_el = f"    <redirect title={quoteattr(redirect)} />\n" if redirect else ""
-    return (
-        f"  <page>\n    <title>{escape(title)}</title>\n    <ns>{ns}</ns>\n    <id>{page_id}</id>\n{redirect_el}"
-        f"    <revision>\n      <id>{page_id * 10}</id>\n      <timestamp>2026-01-01T00:00:00Z</timestamp>\n"
-        "      <model>wikitext</model>\n      <format>text/x-wiki</format>\n"
-        f"      <text bytes=\"{len(text.encode())}\" xml:space=\"preserve\">{escape(text)}</text>\n"
-        "    </revision>\n  </page>\n"
-    )
 
 
 def dump_header(path: str) -> str:

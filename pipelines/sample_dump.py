@@ -148,7 +148,8 @@ def article_text(rng: random.Random, e: Entity, by_kind: dict[str, list[Entity]]
     return "\n".join(lines)
 
 
-def _page(page_id: int, ns: int, title: str, text: str, redirect: str | None = None) -> str:
+def page_xml(page_id: int, ns: int, title: str, text: str, redirect: str | None = None) -> str:
+    """One <page> of a dump in the 0.11 export schema (one revision); also used by benchmarks/synth_dump.py."""
     redirect_el = f"    <redirect title={quoteattr(redirect)} />\n" if redirect else ""
     return (
         "  <page>\n"
@@ -177,31 +178,31 @@ def build_sample(n_per_kind: int = 60, n_paragraphs: int = 4, seed: int = 7) -> 
     pages: list[str] = []
     page_id = 10
     for e in entities:
-        pages.append(_page(page_id, 0, e.title, article_text(rng, e, by_kind, n_paragraphs)))
+        pages.append(page_xml(page_id, 0, e.title, article_text(rng, e, by_kind, n_paragraphs)))
         page_id += 1
     # Redirects: short names of rivers and guilds, a two-hop chain, a loop, one to a section.
     for e in by_kind["river"][:10] + by_kind["org"][:10]:
         alias = e.title.removesuffix(" River").removesuffix(" Guild")
-        pages.append(_page(page_id, 0, alias, f"#REDIRECT [[{e.title}]]", redirect=e.title))
+        pages.append(page_xml(page_id, 0, alias, f"#REDIRECT [[{e.title}]]", redirect=e.title))
         page_id += 1
     town = by_kind["town"][0]
-    pages.append(_page(page_id, 0, "Old " + town.title, f"#REDIRECT [[{town.title} (town)]]", redirect=f"{town.title} (town)"))
-    pages.append(_page(page_id + 1, 0, f"{town.title} (town)", f"#redirect [[{town.title}#History]]", redirect=town.title))
-    pages.append(_page(page_id + 2, 0, "Loop one", "#REDIRECT [[Loop two]]", redirect="Loop two"))
-    pages.append(_page(page_id + 3, 0, "Loop two", "#REDIRECT [[Loop one]]", redirect="Loop one"))
+    pages.append(page_xml(page_id, 0, "Old " + town.title, f"#REDIRECT [[{town.title} (town)]]", redirect=f"{town.title} (town)"))
+    pages.append(page_xml(page_id + 1, 0, f"{town.title} (town)", f"#redirect [[{town.title}#History]]", redirect=town.title))
+    pages.append(page_xml(page_id + 2, 0, "Loop one", "#REDIRECT [[Loop two]]", redirect="Loop two"))
+    pages.append(page_xml(page_id + 3, 0, "Loop two", "#REDIRECT [[Loop one]]", redirect="Loop one"))
     page_id += 4
     # A disambiguation page and an article that links to it and to the redirects.
     p0, p1 = by_kind["person"][0], by_kind["person"][1]
     dab = f"'''{p0.short}''' may refer to:\n* [[{p0.title}]], a {rng.choice(JOBS)}\n* [[{p1.title}]]\n\n{{{{disambiguation}}}}"
-    pages.append(_page(page_id, 0, f"{p0.short} (disambiguation)", dab))
+    pages.append(page_xml(page_id, 0, f"{p0.short} (disambiguation)", dab))
     links_page = (
         f"'''Sample Republic''' is the country of [[Old {town.title}]] and of [[Loop one|a loop]]. "
         f"See [[{p0.short} (disambiguation)]], [[{by_kind['river'][0].short}]] and [[#Geography|below]].\n\n"
         "== Geography ==\n" + " ".join(f"[[{e.title}]] lies in the republic." for e in by_kind["region"][:10])
     )
-    pages.append(_page(page_id + 1, 0, "Sample Republic", links_page))
-    pages.append(_page(page_id + 2, 1, "Talk:Sample Republic", "Discussion about [[Sample Republic]]."))
-    pages.append(_page(page_id + 3, 10, "Template:Infobox town", "{| class=\"infobox\"\n| {{{name}}}\n|}"))
+    pages.append(page_xml(page_id + 1, 0, "Sample Republic", links_page))
+    pages.append(page_xml(page_id + 2, 1, "Talk:Sample Republic", "Discussion about [[Sample Republic]]."))
+    pages.append(page_xml(page_id + 3, 10, "Template:Infobox town", "{| class=\"infobox\"\n| {{{name}}}\n|}"))
     body = "".join(pages)
     return (
         '<mediawiki xmlns="http://www.mediawiki.org/xml/export-0.11/" '

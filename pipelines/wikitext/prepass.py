@@ -221,7 +221,7 @@ def decode_surrogate_entities(text: str, counts: dict[str, int]) -> str:
     half becomes U+FFFD, counted.
     """
     decoded = _NUMERIC_ENTITY.sub(_surrogate_or_keep, text)
-    if decoded is text or decoded == text:
+    if decoded == text:
         return text
     fixed = decoded.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
     _bump(counts, "lone_surrogate_entities", fixed.count("\ufffd") - text.count("\ufffd"))

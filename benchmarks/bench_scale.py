@@ -10,7 +10,9 @@ disambiguation page, very large articles) goes through the job as a user runs
 it (``python -m pipelines.wiki_mentions``, DirectRunner, one worker). Reported
 per size: CPU seconds per page, marginal CPU per page between sizes (fixed
 start-up cost cancels), elements shuffled per page (join requests and table
-values, the page join, rows written), the largest group of the key joins
+values, the page join, rows written) and the joins' shuffled bytes per page (the
+job's ``volume/*/request_bytes`` and ``table_bytes`` counters; the Parquet bytes
+written are reported beside them), the largest group of the key joins
 (bounded by ``--max_join_group``; run with a small bound, e.g. ``--
 --max_join_group 2000``, to see it hold) and of the page join (bounded by the
 largest page), and peak RSS.
@@ -45,6 +47,20 @@ def shuffled_elements(counters: dict) -> int | None:
     return joins + written
 
 
+def shuffled_bytes(counters: dict) -> int | None:
+    """Bytes the joins shuffle (requests, estimated from the job's 1-in-16 sample, and table
+    values, exact), as Beam's default coder encodes them; None for jobs without the counters."""
+    total = sum(v for k, v in counters.items()
+                if k.startswith("volume/") and k.rsplit("/", 1)[1] in ("request_bytes", "table_bytes"))
+    return total or None
+
+
+def output_bytes(out: Path) -> int:
+    """Parquet bytes written: what the shard writers' shuffle carries, compressed."""
+    manifest = json.loads((out / "manifest.json").read_text())
+    return sum(f.get("bytes", 0) for f in manifest["files"])
+
+
 def run_size(code: Path, dump: Path, out: Path, extra: list[str]) -> dict:
     started = time.perf_counter()
     result = measure([sys.executable, "-m", "pipelines.wiki_mentions", "--input", str(dump), "--output", str(out),
@@ -55,6 +71,7 @@ def run_size(code: Path, dump: Path, out: Path, extra: list[str]) -> dict:
     largest = {k.split("/", 1)[1]: v for k, v in counters.items() if k.startswith("largest_group/")}
     page_group = largest.pop("JoinPageParts", None)  # keyed by page: bounded by the page's size
     shuffled = shuffled_elements(counters)
+    join_bytes = shuffled_bytes(counters)
     row = {
         "pages": pages,
         "articles": counters["articles"],
@@ -66,13 +83,16 @@ def run_size(code: Path, dump: Path, out: Path, extra: list[str]) -> dict:
         "peak_rss_mib": round(result["peak_kib"] / 1024, 1),
         "shuffled_elements": shuffled,
         "shuffled_per_page": round(shuffled / pages, 2) if shuffled else None,
+        "shuffled_bytes": join_bytes,
+        "shuffled_kib_per_page": round(join_bytes / 1024 / pages, 2) if join_bytes else None,
+        "output_kib_per_page": round(output_bytes(out) / 1024 / pages, 2),
         "largest_group": max(largest.values()) if largest else None,
         "largest_group_join": max(largest, key=largest.get) if largest else None,
         "largest_groups": largest,
         "largest_page_group": page_group,
     }
     print(f"  {pages:>7} pages  {row['cpu_s']:>8.1f} cpu-s  {row['cpu_ms_per_page']:>7.2f} ms/page  "
-          f"shuffled/page {row['shuffled_per_page']}  largest group {row['largest_group']} ({row['largest_group_join']}; "
+          f"shuffled/page {row['shuffled_per_page']} ({row['shuffled_kib_per_page']} KiB)  largest group {row['largest_group']} ({row['largest_group_join']}; "
           f"page join {page_group})  "
           f"peak {row['peak_rss_mib']:.0f} MiB", flush=True)
     return row
@@ -91,6 +111,8 @@ def ratios(rows: list[dict]) -> dict:
         out["peak_rss_over_runner_mib"] = [r["peak_rss_over_runner_mib"] for r in rows]
     if first["shuffled_per_page"] and last["shuffled_per_page"]:
         out["shuffled_per_page_ratio"] = round(last["shuffled_per_page"] / first["shuffled_per_page"], 3)
+    if first.get("shuffled_kib_per_page") and last.get("shuffled_kib_per_page"):
+        out["shuffled_bytes_per_page_ratio"] = round(last["shuffled_kib_per_page"] / first["shuffled_kib_per_page"], 3)
     if first["largest_group"] and last["largest_group"]:
         out["largest_group_ratio"] = round(last["largest_group"] / first["largest_group"], 3)
     m = out["marginal_cpu_ms_per_page"]
@@ -105,7 +127,7 @@ def plot(results: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
+    fig, axes = plt.subplots(1, 4, figsize=(17, 3.8))
     for label, rows in results.items():
         pages = [r["pages"] for r in rows]
         axes[0].plot(pages, [r["cpu_ms_per_page"] for r in rows], "o-", label=label)
@@ -115,7 +137,9 @@ def plot(results: dict, path: Path) -> None:
                          label=f"{label}: DirectRunner baseline")
         if rows[0]["largest_group"]:
             axes[2].plot(pages, [r["largest_group"] for r in rows], "o-", label=label)
-    for ax, title in zip(axes, ("CPU ms per page", "peak RSS (MiB)", "largest join group")):
+        if rows[0].get("shuffled_kib_per_page"):
+            axes[3].plot(pages, [r["shuffled_kib_per_page"] for r in rows], "o-", label=label)
+    for ax, title in zip(axes, ("CPU ms per page", "peak RSS (MiB)", "largest join group", "join KiB shuffled per page")):
         ax.set_xscale("log")
         ax.set_xlabel("pages in the dump")
         ax.set_title(title)

@@ -463,3 +463,43 @@ def test_speed_long_article_many_aliases():
     assert len(out) > 300
     # ~10 ms measured on a 2-core dev box; generous bound for slow CI machines.
     assert best < 0.25, f"labelling took {best * 1000:.1f} ms"
+
+
+# ----------------------------------------------- the adjacent-token pre-filter is exact
+
+_MIXED = ["new", "york", "u.s.", "u.s", "cafe\u0301", "caf", "e\u0301", "北京", "京", "大学", "l'", "homme",
+          "-", "x-ray", "ray", "3", "shown", "shown 3", "a.b", "naïve", "na", "ïve", "_", "a_b", "b"]
+
+
+@given(
+    words=st.lists(st.sampled_from(_MIXED), min_size=1, max_size=30),
+    aliases=st.lists(st.lists(st.sampled_from(_MIXED), min_size=1, max_size=3), min_size=1, max_size=8),
+    joiners=st.lists(st.sampled_from([" ", "", ", ", "-", "\u00a0"]), min_size=1, max_size=4),
+    unspaced=st.booleans(),
+)
+@settings(max_examples=300, deadline=None)
+def test_adjacent_token_filter_never_loses_a_label(words, aliases, joiners, unspaced):
+    """Dropping aliases whose tokens are not adjacent in the page is an optimisation only:
+    the labels equal those found when every alias goes to the matcher."""
+    from unittest import mock
+
+    from pipelines.corpus import labels as labels_module
+
+    text = "".join(w + joiners[i % len(joiners)] for i, w in enumerate(words)).strip()
+    cands = [linked("".join(a), f"E{i}") for i, a in enumerate(aliases)]
+    cfg = LabelConfig(min_alias_chars=1, match_unspaced_scripts=unspaced, stopwords="none")
+    filtered = label_missing_mentions(text, [], cands, cfg)
+    with mock.patch.object(labels_module._PageTokens, "in_a_row", lambda self, alias: True):
+        unfiltered = label_missing_mentions(text, [], cands, cfg)
+    assert spans(filtered) == spans(unfiltered)
+    assert [(m.start, m.end) for m in filtered] == [(m.start, m.end) for m in unfiltered]
+
+
+def test_adjacent_token_filter_drops_aliases_whose_words_are_apart():
+    from pipelines.corpus.labels import _TOKENS_WHOLE_WORDS, _PageTokens
+
+    tokens = _TOKENS_WHOLE_WORDS.findall("paris is shown 5 times; 3 of them in u.s. news")
+    page = _PageTokens(set(tokens), set(zip(tokens, tokens[1:])), _TOKENS_WHOLE_WORDS)
+    assert page.in_a_row("shown 5") and page.in_a_row("u.s.") and page.in_a_row("paris")
+    assert not page.in_a_row("shown 3")  # both words are in the page, never in a row
+    assert not page.in_a_row("paris saint-germain")

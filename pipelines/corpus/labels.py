@@ -366,7 +366,8 @@ def label_page(
         return []
     folded = _fold(text, config.case_sensitive)
     token_re = _TOKENS_SPLITTING_UNSPACED if config.match_unspaced_scripts else _TOKENS_WHOLE_WORDS
-    present = set(token_re.findall(folded))
+    tokens = token_re.findall(folded)
+    present = _PageTokens(set(tokens), set(zip(tokens, tokens[1:])), token_re)
     anchors = _page_anchors(folded, hyperlinks)
     targets = _resolve_targets(entities, present, config, anchors)
     if config.label_numbers and config.require_letter:
@@ -464,6 +465,33 @@ def _fold(s: str, case_sensitive: bool) -> str:
     return "".join(low if len(low) == 1 else ch for ch, low in zip(s, map(str.lower, s)))
 
 
+@dataclass(frozen=True, slots=True)
+class _PageTokens:
+    """The page's folded tokens and the pairs of them that are adjacent in its text.
+
+    An alias can occur as whole words only where its own tokens occur in a row (the
+    same token pattern splits alias and text, and a match never cuts a token), so an
+    alias that fails :meth:`in_a_row` is dropped before it costs any matching work:
+    a hub entity's many anchor texts mostly share a first word with the page ("Paris
+    Saint-Germain" in a page saying "Paris"), rarely the rest.
+    """
+
+    present: set[str]
+    adjacent: set[tuple[str, str]]
+    token_re: re.Pattern
+
+    def in_a_row(self, folded_alias: str) -> bool:
+        """Are the alias's tokens adjacent pairs of the page (its first token checked by the caller)?"""
+        tokens = _alias_tokens(folded_alias, self.token_re)
+        adjacent = self.adjacent
+        return all(pair in adjacent for pair in zip(tokens, tokens[1:]))
+
+
+@functools.lru_cache(maxsize=1 << 18)  # a hub's aliases come back for every page that links it
+def _alias_tokens(folded_alias: str, token_re: re.Pattern) -> tuple[str, ...]:
+    return tuple(token_re.findall(folded_alias))
+
+
 @dataclass(slots=True)
 class _EntityEvidence:
     """What the page's candidates say about one (alias, entity) pair."""
@@ -473,12 +501,12 @@ class _EntityEvidence:
     own_name: bool = False  # the page's own entity, and the alias is its title or a trusted redirect
 
 
-def _resolve_targets(entities, present: set[str] | None, config: LabelConfig,
+def _resolve_targets(entities, present: _PageTokens | None, config: LabelConfig,
                      anchors: dict[str, list[tuple[int, str]]] | None = None) -> dict[str, _Target]:
     """Folded alias -> the one entity it labels, after switches and ambiguity.
 
-    With ``present`` (the page's tokens), only aliases whose first token is
-    there are considered: the others cannot occur in the page as whole words.
+    With ``present`` (the page's tokens), only aliases whose tokens occur there
+    in a row are considered: the others cannot occur in the page as whole words.
     """
     by_alias: dict[str, dict[str, _EntityEvidence]] = {}
     allowed = {LINKED: config.label_linked_entities, TITLE: config.label_title_entity}
@@ -492,9 +520,12 @@ def _resolve_targets(entities, present: set[str] | None, config: LabelConfig,
             continue
         title_origin = TITLE in origins
         for alias, count, prior, sources, first in aliases:
-            if present is not None and first not in present:
+            if present is not None and first not in present.present:
+                continue  # the cheap test first: most of a hub's aliases stop here
+            folded_alias = alias if case_sensitive else _fold(alias, False)
+            if present is not None and not present.in_a_row(folded_alias):
                 continue
-            per_entity = by_alias.setdefault(alias if case_sensitive else _fold(alias, False), {})
+            per_entity = by_alias.setdefault(folded_alias, {})
             evidence = per_entity.get(entity) or per_entity.setdefault(entity, _EntityEvidence())
             evidence.prior = max(evidence.prior, prior)
             evidence.origins.update(origins)

@@ -18,13 +18,20 @@ keys above the bound reach the side input, at most
 hash's spread (a few percent) keeps every group under ``max_group`` requests, whatever
 the size of the corpus; the largest one seen is reported as
 ``largest_group/<join>`` in stats.json.
+
+Each join also reports the bytes it shuffles (``volume/<join>/table_bytes``, exact,
+and ``volume/<join>/request_bytes``, estimated from a 1-in-16 sample of the requests
+chosen by their salt key, so the estimate is the same on any runner and parallelism),
+as Beam's default coder encodes them.
 """
 from __future__ import annotations
 
 import math
+import zlib
 from typing import Callable, Iterable, Iterator
 
 import apache_beam as beam
+from apache_beam.coders import FastPrimitivesCoder
 
 from pipelines.transforms.stats import STATS, CountingDoFn
 from pipelines.transforms.write import stable_shard
@@ -43,6 +50,22 @@ def salts_needed(requests: int, max_group: int) -> int:
     return math.ceil(requests * 5 / (4 * max_group))
 
 
+BYTES_SAMPLE = 16  # one request in this many is encoded to estimate a join's shuffled bytes
+_CODER = FastPrimitivesCoder()  # what Beam uses for these untyped (key, value) elements
+
+
+def in_bytes_sample(key) -> bool:
+    """Is a request with this salt key (a page id, a title) in the 1-in-16 byte sample?
+    Decided by the key's value alone (no per-process hash seed): the same on every worker."""
+    if isinstance(key, int):
+        return ((key * 0x9E3779B1) & 0xFFFFFFFF) >> 28 == 0  # Fibonacci hashing: ids k, k+span, ... spread
+    return zlib.crc32(str(key).encode("utf-8")) % BYTES_SAMPLE == 0
+
+
+def encoded_size(value) -> int:
+    return len(_CODER.encode(value))
+
+
 class GroupJoinFn(CountingDoFn):
     """Base of the DoFn that consumes one (sub-)group of a LookupJoin.
 
@@ -53,6 +76,7 @@ class GroupJoinFn(CountingDoFn):
     """
 
     join_name = "Join"
+    sample_key: Callable | None = None  # set by LookupJoin: a request's salt key, for the byte sample
 
     def join(self, key, salt: int, values: list, requests: Iterator) -> Iterable:
         raise NotImplementedError
@@ -62,11 +86,17 @@ class GroupJoinFn(CountingDoFn):
         requests = grouped["requests"]
         table = grouped["table"]
         self.count(f"volume/{self.join_name}/table", len(table))
+        if table:
+            self.count(f"volume/{self.join_name}/table_bytes", encoded_size(((key, salt), table)))
         if requests:  # else: a table value nobody asked for (or a copy for an empty sub-key)
             yield from self.join(key, salt, sorted(table), iter(requests))
             n = len(requests)
             self.count(f"volume/{self.join_name}/requests", n)
             self.observe_max(f"largest_group/{self.join_name}", n)
+            if self.sample_key is not None:
+                sample_key = self.sample_key
+                sampled = sum(encoded_size(((key, salt), r)) for r in requests if in_bytes_sample(sample_key(r)))
+                self.count(f"volume/{self.join_name}/request_bytes", sampled * BYTES_SAMPLE)
 
 
 def _salt_request(kv, heavy: dict, salt_key: Callable, _none=object()):
@@ -104,6 +134,7 @@ class LookupJoin(beam.PTransform):
         if max_group < 1:
             raise ValueError(f"max_group must be >= 1, got {max_group}")
         self.join_fn = join_fn
+        join_fn.sample_key = salt_key
         self.salt_key = salt_key
         self.max_group = max_group
         self.outputs = outputs

@@ -28,7 +28,7 @@ from pipelines.corpus.split import split_of
 from pipelines.corpus.tokenizer import load_encoder, tokenize_with_mentions
 from pipelines.corpus.windows import cut_windows
 from pipelines.records import Article, LabeledArticle, Mention
-from pipelines.transforms.joins import GroupJoinFn, LookupJoin
+from pipelines.transforms.joins import BYTES_SAMPLE, GroupJoinFn, LookupJoin, encoded_size, in_bytes_sample
 from pipelines.transforms.stats import STATS, CountingDoFn
 from schemas import UNK_ENTITY_ID
 from schemas.corpus import MentionSource
@@ -94,14 +94,16 @@ class CandidatesForEntityFn(GroupJoinFn):
         origins_by_page: dict[int, set] = {}
         anchors_by_page: dict[int, set] = {}
         targets_by_page: dict[int, set] = {}
+        n_refs = 0
         for page_id, origin, target, surfaces in refs:
-            self.count("volume/LabelMissingMentions/in")
+            n_refs += 1
             origins_by_page.setdefault(page_id, set()).add(origin)
             anchors = anchors_by_page.setdefault(page_id, set())
             for surface in surfaces:
                 anchors.add(clean_alias(surface))
             if target is not None:
                 targets_by_page.setdefault(page_id, set()).add(target)
+        self.count("volume/LabelMissingMentions/in", n_refs)
         ranked = RankedAliases([packed for _rank, packed in tables[0]] if tables else [])  # []: no usable alias
         for page_id in sorted(origins_by_page):
             targets = tuple(sorted(targets_by_page.get(page_id, ())))
@@ -132,6 +134,9 @@ class LabelArticleFn(CountingDoFn):
         group = len(articles) + len(grouped["candidates"])
         self.count("volume/JoinPageParts/requests", group)
         self.observe_max("largest_group/JoinPageParts", group)  # bounded by the page's size, not the corpus
+        if in_bytes_sample(page_id):
+            sampled = sum(encoded_size((page_id, part)) for part in (*articles, *grouped["candidates"]))
+            self.count("volume/JoinPageParts/request_bytes", sampled * BYTES_SAMPLE)
         self.count("volume/LabelMissingMentions/out")
         if len(articles) > 1:
             self.count("duplicate_page_ids", len(articles) - 1)

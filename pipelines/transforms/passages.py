@@ -105,17 +105,28 @@ class CandidatesForEntityFn(GroupJoinFn):
                 targets_by_page.setdefault(page_id, set()).add(target)
         self.count("volume/LabelMissingMentions/in", n_refs)
         ranked = RankedAliases([packed for _rank, packed in tables[0]] if tables else [])  # []: no usable alias
+        out = aliases_out = 0
         for page_id in sorted(origins_by_page):
             targets = tuple(sorted(targets_by_page.get(page_id, ())))
             aliases = ranked.for_page(self.top_per_page, anchors_by_page[page_id])
             if aliases or targets:
-                self.count("volume/LabelCandidates/out")
-                self.count("volume/LabelCandidates/aliases_out", len(aliases))
-                yield page_id, (entity, tuple(sorted(origins_by_page[page_id])), aliases, targets)
+                out += 1
+                aliases_out += len(aliases)
+                yield page_id, (PAGE_CANDIDATES, (entity, tuple(sorted(origins_by_page[page_id])), aliases, targets))
+        self.count("volume/LabelCandidates/out", out)
+        self.count("volume/LabelCandidates/aliases_out", aliases_out)
+
+
+# The page join's two sides, tagged in the values of one GroupByKey (see joins.TABLE/REQUEST).
+PAGE_ARTICLE, PAGE_CANDIDATES = 0, 1
+
+
+def _article_by_page_id(article: Article):
+    return article.page_id, (PAGE_ARTICLE, article)
 
 
 class LabelArticleFn(CountingDoFn):
-    """(page_id, {"article", "candidates"}) -> LabeledArticle.
+    """(page_id, [(PAGE_ARTICLE, article) | (PAGE_CANDIDATES, candidates of one entity)]) -> LabeledArticle.
 
     A link is a hyperlink mention when its target came back resolved to an
     entity in the candidates; the others were counted as dropped by ResolveLinks.
@@ -126,34 +137,37 @@ class LabelArticleFn(CountingDoFn):
         self.config = config
 
     def process(self, element):
-        page_id, grouped = element
-        articles = grouped["article"]
+        page_id, tagged = element
+        articles, candidates = [], []
+        for tag, value in tagged:
+            (articles if tag == PAGE_ARTICLE else candidates).append(value)
         if not articles:
             return
         article = latest_article(articles)
-        group = len(articles) + len(grouped["candidates"])
+        group = len(articles) + len(candidates)
         self.count("volume/JoinPageParts/requests", group)
         self.observe_max("largest_group/JoinPageParts", group)  # bounded by the page's size, not the corpus
         if in_bytes_sample(page_id):
-            sampled = sum(encoded_size((page_id, part)) for part in (*articles, *grouped["candidates"]))
+            sampled = sum(encoded_size((page_id, (PAGE_ARTICLE, a))) for a in articles)
+            sampled += sum(encoded_size((page_id, (PAGE_CANDIDATES, c))) for c in candidates)
             self.count("volume/JoinPageParts/request_bytes", sampled * BYTES_SAMPLE)
         self.count("volume/LabelMissingMentions/out")
         if len(articles) > 1:
             self.count("duplicate_page_ids", len(articles) - 1)
-        entity_of = {target: entity for entity, _o, _a, targets in grouped["candidates"] for target in targets}
+        entity_of = {target: entity for entity, _o, _a, targets in candidates for target in targets}
         hyperlinks = [Mention(link.start, link.end, link.surface, entity_of[link.target], HYPERLINK)
                       for link in article.links if link.target in entity_of]
         linked = {m.entity for m in hyperlinks}
         entities = []
-        for entity, origins, aliases, _targets in grouped["candidates"]:
+        for entity, origins, aliases, _targets in candidates:
             # Only what this article refers to (a repeated page id's other copy may refer to more).
             kept = tuple(o for o in origins if (o == LINKED and entity in linked) or (o == TITLE and entity == article.title))
             if kept and aliases:
                 entities.append((entity, kept, aliases))
         labels = label_page(article.text, hyperlinks, entities, self.config)
         self.count(f"mentions/{HYPERLINK}", len(hyperlinks))
-        for label in labels:
-            self.count(f"mentions/{label.source}")
+        for source, n in Counter(label.source for label in labels).items():
+            self.count(f"mentions/{source}", n)
         mentions = sorted(hyperlinks + labels, key=lambda m: (m.start, m.end))
         yield LabeledArticle(page_id=article.page_id, title=article.title, text=article.text, mentions=mentions)
 
@@ -187,11 +201,9 @@ class LabelMissingMentions(beam.PTransform):
         candidates = {"requests": refs, "table": top_aliases, "request_counts": ref_counts} | (
             "JoinEntityAliases" >> LookupJoin(CandidatesForEntityFn(self.config.top_aliases_per_page), lambda ref: ref[0], self.max_group, main="out"))
         labeled = (
-            {
-                "article": articles | "ArticleByPageId" >> beam.Map(lambda a: (a.page_id, a)),
-                "candidates": candidates.out,
-            }
-            | "JoinPageParts" >> beam.CoGroupByKey()
+            (articles | "ArticleByPageId" >> beam.Map(_article_by_page_id), candidates.out)
+            | "FlattenPageParts" >> beam.Flatten()
+            | "JoinPageParts" >> beam.GroupByKey()
             | "LabelArticles" >> beam.ParDo(LabelArticleFn(self.config)).with_outputs(STATS, main="articles")
         )
         return {"articles": labeled.articles, "stats": [usable[STATS], candidates[STATS], labeled[STATS]]}

@@ -240,10 +240,12 @@ def labels_by_page(out: str) -> dict[int, dict[tuple[int, int], tuple[str, str]]
     """page id -> {(char_start, char_end): (entity, source)} of every mention in the passages."""
     found: dict[int, dict] = defaultdict(dict)
     for path in sorted(Path(out, "passages").glob("*.parquet")):
-        table = pq.read_table(path, columns=["page_id", "mentions"])
-        for page_id, mentions in zip(table.column("page_id").to_pylist(), table.column("mentions").to_pylist()):
-            for m in mentions:
-                found[page_id][(m["char_start"], m["char_end"])] = (m["entity"], m["source"])
+        table = pq.read_table(path, columns=["page_id", "char_offset", "mentions"])
+        rows = zip(table.column("page_id").to_pylist(), table.column("char_offset").to_pylist(),
+                   table.column("mentions").to_pylist())
+        for page_id, offset, mentions in rows:
+            for m in mentions:  # passages v2: mention offsets are relative to the window's text
+                found[page_id][(offset + m["char_start"], offset + m["char_end"])] = (m["entity"], m["source"])
     return found
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import apache_beam as beam
 from apache_beam.transforms.window import GlobalWindows
 
+from pipelines.corpus.page_kinds import BAD_PAGE, NOT_IN_MAIN_NAMESPACE, classify_page
 from pipelines.corpus.resolution import ARTICLE, DISAMBIGUATION, OTHER_NAMESPACE_REDIRECT, REDIRECT
 from pipelines.dump import ReadRange, iter_pages
 from pipelines.records import Article, DeadLetter, RawPage, SiteInfo
@@ -23,10 +24,6 @@ from pipelines.wikitext import (
     DisambiguationConfig,
     ExtractionError,
     extract_article,
-    is_disambiguation,
-    normalize_title,
-    parse_link_target,
-    redirect_target,
 )
 
 log = logging.getLogger(__name__)
@@ -170,40 +167,28 @@ class ClassifyPagesFn(CountingDoFn, _DeadLetterLogging):
 
     def process(self, page: RawPage):
         self.count("volume/ParseWikiDump/in")
-        if page.ns != 0:
+        kind, title, target, reason, detail = classify_page(
+            page, self.site, self.options.disambiguation, self.options.max_wikitext_chars)
+        if kind == NOT_IN_MAIN_NAMESPACE:
             self.count("pages_not_in_main_namespace")
             return
-        title = normalize_title(page.title, self.site)
-        if not title:
-            yield self._dead(page, "invalid_title", page.title)
+        if kind == BAD_PAGE:
+            yield self._dead(page, reason, detail)
             return
-        # The <redirect title=..> element is authoritative; old exports only have the text.
-        target = None
-        is_redirect = page.redirect is not None
-        if is_redirect:
-            target = self._redirect_title(page.redirect)
-        elif page.text:
-            target = redirect_target(page.text, self.site)
-            is_redirect = target is not None
-        if is_redirect:
+        if kind == OTHER_NAMESPACE_REDIRECT:
+            # The page exists, so links to it are not red links; it is never an entity.
             self.count("redirects")
-            if not target:
-                # The page exists, so links to it are not red links; it is never an entity.
-                self.count("redirects_out_of_main_namespace")
-                self.count("volume/ParseWikiDump/out")
-                yield beam.pvalue.TaggedOutput(PAGE_KINDS, (title, OTHER_NAMESPACE_REDIRECT))
-                return
+            self.count("redirects_out_of_main_namespace")
+            self.count("volume/ParseWikiDump/out")
+            yield beam.pvalue.TaggedOutput(PAGE_KINDS, (title, OTHER_NAMESPACE_REDIRECT))
+            return
+        if kind == REDIRECT:
+            self.count("redirects")
             self.count("volume/ParseWikiDump/out", 2)
             yield beam.pvalue.TaggedOutput(REDIRECTS, (title, target))
             yield beam.pvalue.TaggedOutput(PAGE_KINDS, (title, REDIRECT))
             return
-        if not page.text.strip():
-            yield self._dead(page, "empty_page")
-            return
-        if len(page.text) > self.options.max_wikitext_chars:
-            yield self._dead(page, "wikitext_too_long", f"{len(page.text)} chars")
-            return
-        if is_disambiguation(page.text, self.site, self.options.disambiguation):
+        if kind == DISAMBIGUATION:
             self.count("disambiguation_pages")
             self.count("volume/ParseWikiDump/out")
             yield beam.pvalue.TaggedOutput(PAGE_KINDS, (title, DISAMBIGUATION))
@@ -228,12 +213,6 @@ class ClassifyPagesFn(CountingDoFn, _DeadLetterLogging):
         yield beam.pvalue.TaggedOutput(PAGE_KINDS, (title, ARTICLE))
         yield Article(page_id=page.page_id, title=title, text=extraction.text, links=extraction.links,
                       revision_id=page.revision_id)
-
-    def _redirect_title(self, raw: str) -> str | None:
-        target = parse_link_target(raw, self.site)
-        if target.kind != "article":
-            return None
-        return target.title
 
 
 class NoteSiteInfoFn(CountingDoFn):

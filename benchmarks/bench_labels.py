@@ -41,6 +41,7 @@ import argparse
 import bz2
 import json
 import os
+import random
 import re
 import subprocess
 import sys
@@ -236,14 +237,26 @@ def run_job(dump: str, out: str, extra: list[str]) -> float:
     return time.perf_counter() - started
 
 
-def labels_by_page(out: str) -> dict[int, dict[tuple[int, int], tuple[str, str]]]:
-    """page id -> {(char_start, char_end): (entity, source)} of every mention in the passages."""
+def labels_by_page(out: str, contexts: dict | None = None) -> dict[int, dict[tuple[int, int], tuple[str, str]]]:
+    """page id -> {(start, end) in the article text: (entity, source)} of every mention in the passages.
+
+    Passages version 2: a mention's char_start/char_end index its window's text, which starts at
+    the row's char_offset in the article. With ``contexts``, also fill it with
+    (page id, start, end) -> the window text around each mention (for reading labels)."""
     found: dict[int, dict] = defaultdict(dict)
     for path in sorted(Path(out, "passages").glob("*.parquet")):
-        table = pq.read_table(path, columns=["page_id", "mentions"])
-        for page_id, mentions in zip(table.column("page_id").to_pylist(), table.column("mentions").to_pylist()):
+        table = pq.read_table(path, columns=["page_id", "char_offset", "text", "mentions"])
+        for page_id, offset, text, mentions in zip(table.column("page_id").to_pylist(),
+                                                   table.column("char_offset").to_pylist(),
+                                                   table.column("text").to_pylist(),
+                                                   table.column("mentions").to_pylist()):
             for m in mentions:
-                found[page_id][(m["char_start"], m["char_end"])] = (m["entity"], m["source"])
+                key = (offset + m["char_start"], offset + m["char_end"])
+                found[page_id][key] = (m["entity"], m["source"])
+                if contexts is not None:
+                    a, b = m["char_start"], m["char_end"]
+                    contexts[(page_id, *key)] = (text[max(0, a - 60):a] + "[[" + text[a:b] + "]]"
+                                                 + text[b:b + 60]).replace("\n", " ")
     return found
 
 
@@ -258,18 +271,23 @@ def aliases_of(out: str, entities: set[str]) -> dict[str, set[str]]:
 
 
 def score(hidden: dict[int, list[dict]], out: str, examples: int = 0) -> dict:
-    labels = labels_by_page(out)
+    contexts: dict = {}
+    labels = labels_by_page(out, contexts if examples else None)
     own_entities = {s["entity"] for spans in hidden.values() for s in spans if s["own"]}
     own_aliases = aliases_of(out, own_entities)
     counts = {scope: defaultdict(int) for scope in ("passages", "all")}
     by_source: dict[str, int] = defaultdict(int)
+    correct_by_source: dict[str, int] = defaultdict(int)
     missed, wrong = [], []
     elsewhere: dict[str, int] = defaultdict(int)  # labels on text that was never a link: volume only
+    elsewhere_spans: dict[str, list] = defaultdict(list)
     for page_id, page_labels in labels.items():
         at_hidden = {(s["start"], s["end"]) for s in hidden.get(page_id, ())}
-        for span, (_entity, source) in page_labels.items():
+        for span, (entity, source) in page_labels.items():
             if source != "hyperlink" and span not in at_hidden:
                 elsewhere[source] += 1
+                if examples:
+                    elsewhere_spans[source].append({"entity": entity, "context": contexts.get((page_id, *span), "")})
     for page_id, spans in hidden.items():
         page_labels = labels.get(page_id, {})
         for s in spans:
@@ -294,6 +312,7 @@ def score(hidden: dict[int, list[dict]], out: str, examples: int = 0) -> dict:
                                "overlapping_labels": [list(k) + list(v) for k, v in overlapping]})
                 continue
             by_source[label[1]] += 1
+            correct_by_source[label[1]] += right
             if not right:
                 wrong.append({"title": s["title"], "surface": s["surface"], "entity": s["entity"],
                               "labelled": label[0], "source": label[1], "context": s["context"]})
@@ -305,6 +324,7 @@ def score(hidden: dict[int, list[dict]], out: str, examples: int = 0) -> dict:
         "recovered_of_recoverable": _ratio(c["recoverable_correct"], c["recoverable"]),
         "precision": _ratio(c["correct"], c["recovered"]),
         "recovered_by_source": dict(sorted(by_source.items())),
+        "correct_by_source": {source: correct_by_source[source] for source in sorted(by_source)},
         "labels_elsewhere_by_source": dict(sorted(elsewhere.items())),
         "all": {**{k: a[k] for k in ("hidden", "recoverable", "recovered", "correct", "recoverable_correct")},
                 "recovered_of_hidden": _ratio(a["correct"], a["hidden"]),
@@ -312,7 +332,10 @@ def score(hidden: dict[int, list[dict]], out: str, examples: int = 0) -> dict:
                 "precision": _ratio(a["correct"], a["recovered"])},
         "examples": {"missed_recoverable": [m for m in missed if m["recoverable"]][:examples],
                      "missed_other": [m for m in missed if not m["recoverable"]][:examples],
-                     "wrong": wrong[:examples]} if examples else {},
+                     "wrong": wrong[:examples],
+                     # a seeded sample of labels on text that was never a link, per source, to read
+                     "elsewhere": {source: random.Random(0).sample(spans, min(examples, len(spans)))
+                                   for source, spans in sorted(elsewhere_spans.items())}} if examples else {},
     }
 
 

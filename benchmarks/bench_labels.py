@@ -237,6 +237,30 @@ def run_job(dump: str, out: str, extra: list[str]) -> float:
     return time.perf_counter() - started
 
 
+VARIANTS_OFF = ["--labels.label_case_variants", "false", "--labels.label_plural_variants", "false",
+                "--labels.label_possessive_variants", "false"]
+
+
+def job_cpu(dump: str, extra: list[str], repeats: int) -> dict:
+    """CPU seconds (user + sys) of the whole job on ``dump``, variant rules off vs on, alternated in
+    one run, ``repeats`` times each: medians and their ratio. (Run under flock /work/bench.lock.)"""
+    import resource
+    import statistics
+
+    seconds: dict[str, list[float]] = {"variants_off": [], "variants_on": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        for i in range(repeats):
+            for name, flags in (("variants_off", VARIANTS_OFF), ("variants_on", [])):
+                before = resource.getrusage(resource.RUSAGE_CHILDREN)
+                run_job(dump, os.path.join(tmp, f"{name}-{i}"), [*extra, *flags])
+                after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                seconds[name].append(round(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime, 2))
+                print(f"  {name} run {i + 1}: {seconds[name][-1]} CPU s", flush=True)
+    medians = {name: statistics.median(values) for name, values in seconds.items()}
+    return {"dump": Path(dump).name, "repeats": repeats, "cpu_seconds": seconds, "median_cpu_seconds": medians,
+            "ratio_on_off": round(medians["variants_on"] / medians["variants_off"], 3)}
+
+
 def labels_by_page(out: str, contexts: dict | None = None) -> dict[int, dict[tuple[int, int], tuple[str, str]]]:
     """page id -> {(start, end) in the article text: (entity, source)} of every mention in the passages.
 
@@ -355,7 +379,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="write the results here")
     parser.add_argument("--label", default="", help="a name for this run in the JSON (e.g. before/after)")
     parser.add_argument("--examples", type=int, default=0, help="keep this many missed and wrong spans per dump in the JSON")
+    parser.add_argument("--cpu", type=int, default=0,
+                        help="instead: time the whole job's CPU on each dump (not hidden), variant rules off vs on, "
+                             "this many times each")
     args = parser.parse_args(argv)
+    if args.cpu:
+        runs = [job_cpu(d, extra, args.cpu) for d in args.dumps.split(",") if d]
+        for r in runs:
+            print(f"{r['dump']}: median CPU {r['median_cpu_seconds']}, on/off x{r['ratio_on_off']}")
+        if args.json:
+            args.json.write_text(json.dumps({"label": args.label, "job_flags": extra, "cpu": runs}, indent=2) + "\n")
+        return 0
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
         for dump in [d for d in args.dumps.split(",") if d]:

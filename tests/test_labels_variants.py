@@ -104,6 +104,10 @@ def test_a_capital_is_lowered_only_where_the_page_links_it_at_a_sentence_start()
     links = [link(text, "Bush", "George W. Bush")]
     assert spans(label_missing_mentions(text, links, [anchor("Bush", "George W. Bush")], EN)) == [
         ("bush", "George W. Bush", ALIAS_FIRST_LETTER_CASE)]  # the rule's reading: a sentence-start anchor
+    # A title with a qualifier keeps its capital: 'Time (magazine)' does not label 'time'.
+    text = "Time was founded in 1923. It is time to go."
+    cands = [AliasCandidate("Time", "Time (magazine)", 0, 0.0, "title", ("title",))]
+    assert [m.surface for m in label_missing_mentions(text, [], cands, EN)] == ["Time"]
     # An alias from the alias table that the page does not link with is never lowered.
     text = "An apple fell on Apple headquarters."
     assert [m.surface for m in label_missing_mentions(text, [], [anchor("Apple", "Apple Inc.")], EN)] == ["Apple"]

@@ -567,10 +567,10 @@ def _variant_targets(targets: dict[str, "_Target"], rules: tuple[str, ...], conf
     for alias, target in targets.items():
         if target.source == SAME_PAGE_NUMBER:
             continue
-        # A capital is lowered only where it says nothing: the entity's title (MediaWiki capitalises
-        # every title on first-letter wikis) or an anchor the page only links at sentence starts.
-        capital_by_rule = alias in lowerable or all(
-            alias == entity or alias == strip_disambiguation(entity) for entity in _entities_of(target))
+        # A capital is lowered only where it says nothing: the entity's exact title (MediaWiki
+        # capitalises every title on first-letter wikis; 'Time (magazine)' keeps 'Time') or an
+        # anchor the page only links at sentence starts.
+        capital_by_rule = alias in lowerable or all(alias == entity for entity in _entities_of(target))
         for text, source in _variants(alias, rules, capital_by_rule):
             if text in targets or len(text.strip()) < config.min_alias_chars or text.casefold() in stopwords:
                 continue

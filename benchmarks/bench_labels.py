@@ -41,6 +41,7 @@ import argparse
 import bz2
 import json
 import os
+import random
 import re
 import subprocess
 import sys
@@ -236,16 +237,50 @@ def run_job(dump: str, out: str, extra: list[str]) -> float:
     return time.perf_counter() - started
 
 
-def labels_by_page(out: str) -> dict[int, dict[tuple[int, int], tuple[str, str]]]:
-    """page id -> {(char_start, char_end): (entity, source)} of every mention in the passages."""
+VARIANTS_OFF = ["--labels.label_case_variants", "false", "--labels.label_plural_variants", "false",
+                "--labels.label_possessive_variants", "false"]
+
+
+def job_cpu(dump: str, extra: list[str], repeats: int) -> dict:
+    """CPU seconds (user + sys) of the whole job on ``dump``, variant rules off vs on, alternated in
+    one run, ``repeats`` times each: medians and their ratio. (Run under flock /work/bench.lock.)"""
+    import resource
+    import statistics
+
+    seconds: dict[str, list[float]] = {"variants_off": [], "variants_on": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        for i in range(repeats):
+            for name, flags in (("variants_off", VARIANTS_OFF), ("variants_on", [])):
+                before = resource.getrusage(resource.RUSAGE_CHILDREN)
+                run_job(dump, os.path.join(tmp, f"{name}-{i}"), [*extra, *flags])
+                after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                seconds[name].append(round(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime, 2))
+                print(f"  {name} run {i + 1}: {seconds[name][-1]} CPU s", flush=True)
+    medians = {name: statistics.median(values) for name, values in seconds.items()}
+    return {"dump": Path(dump).name, "repeats": repeats, "cpu_seconds": seconds, "median_cpu_seconds": medians,
+            "ratio_on_off": round(medians["variants_on"] / medians["variants_off"], 3)}
+
+
+def labels_by_page(out: str, contexts: dict | None = None) -> dict[int, dict[tuple[int, int], tuple[str, str]]]:
+    """page id -> {(start, end) in the article text: (entity, source)} of every mention in the passages.
+
+    Passages version 2: a mention's char_start/char_end index its window's text, which starts at
+    the row's char_offset in the article. With ``contexts``, also fill it with
+    (page id, start, end) -> the window text around each mention (for reading labels)."""
     found: dict[int, dict] = defaultdict(dict)
     for path in sorted(Path(out, "passages").glob("*.parquet")):
-        table = pq.read_table(path, columns=["page_id", "char_offset", "mentions"])
-        rows = zip(table.column("page_id").to_pylist(), table.column("char_offset").to_pylist(),
-                   table.column("mentions").to_pylist())
-        for page_id, offset, mentions in rows:
-            for m in mentions:  # passages v2: mention offsets are relative to the window's text
-                found[page_id][(offset + m["char_start"], offset + m["char_end"])] = (m["entity"], m["source"])
+        table = pq.read_table(path, columns=["page_id", "char_offset", "text", "mentions"])
+        for page_id, offset, text, mentions in zip(table.column("page_id").to_pylist(),
+                                                   table.column("char_offset").to_pylist(),
+                                                   table.column("text").to_pylist(),
+                                                   table.column("mentions").to_pylist()):
+            for m in mentions:
+                key = (offset + m["char_start"], offset + m["char_end"])
+                found[page_id][key] = (m["entity"], m["source"])
+                if contexts is not None:
+                    a, b = m["char_start"], m["char_end"]
+                    contexts[(page_id, *key)] = (text[max(0, a - 60):a] + "[[" + text[a:b] + "]]"
+                                                 + text[b:b + 60]).replace("\n", " ")
     return found
 
 
@@ -260,18 +295,23 @@ def aliases_of(out: str, entities: set[str]) -> dict[str, set[str]]:
 
 
 def score(hidden: dict[int, list[dict]], out: str, examples: int = 0) -> dict:
-    labels = labels_by_page(out)
+    contexts: dict = {}
+    labels = labels_by_page(out, contexts if examples else None)
     own_entities = {s["entity"] for spans in hidden.values() for s in spans if s["own"]}
     own_aliases = aliases_of(out, own_entities)
     counts = {scope: defaultdict(int) for scope in ("passages", "all")}
     by_source: dict[str, int] = defaultdict(int)
+    correct_by_source: dict[str, int] = defaultdict(int)
     missed, wrong = [], []
     elsewhere: dict[str, int] = defaultdict(int)  # labels on text that was never a link: volume only
+    elsewhere_spans: dict[str, list] = defaultdict(list)
     for page_id, page_labels in labels.items():
         at_hidden = {(s["start"], s["end"]) for s in hidden.get(page_id, ())}
-        for span, (_entity, source) in page_labels.items():
+        for span, (entity, source) in page_labels.items():
             if source != "hyperlink" and span not in at_hidden:
                 elsewhere[source] += 1
+                if examples:
+                    elsewhere_spans[source].append({"entity": entity, "context": contexts.get((page_id, *span), "")})
     for page_id, spans in hidden.items():
         page_labels = labels.get(page_id, {})
         for s in spans:
@@ -296,6 +336,7 @@ def score(hidden: dict[int, list[dict]], out: str, examples: int = 0) -> dict:
                                "overlapping_labels": [list(k) + list(v) for k, v in overlapping]})
                 continue
             by_source[label[1]] += 1
+            correct_by_source[label[1]] += right
             if not right:
                 wrong.append({"title": s["title"], "surface": s["surface"], "entity": s["entity"],
                               "labelled": label[0], "source": label[1], "context": s["context"]})
@@ -307,6 +348,7 @@ def score(hidden: dict[int, list[dict]], out: str, examples: int = 0) -> dict:
         "recovered_of_recoverable": _ratio(c["recoverable_correct"], c["recoverable"]),
         "precision": _ratio(c["correct"], c["recovered"]),
         "recovered_by_source": dict(sorted(by_source.items())),
+        "correct_by_source": {source: correct_by_source[source] for source in sorted(by_source)},
         "labels_elsewhere_by_source": dict(sorted(elsewhere.items())),
         "all": {**{k: a[k] for k in ("hidden", "recoverable", "recovered", "correct", "recoverable_correct")},
                 "recovered_of_hidden": _ratio(a["correct"], a["hidden"]),
@@ -314,7 +356,10 @@ def score(hidden: dict[int, list[dict]], out: str, examples: int = 0) -> dict:
                 "precision": _ratio(a["correct"], a["recovered"])},
         "examples": {"missed_recoverable": [m for m in missed if m["recoverable"]][:examples],
                      "missed_other": [m for m in missed if not m["recoverable"]][:examples],
-                     "wrong": wrong[:examples]} if examples else {},
+                     "wrong": wrong[:examples],
+                     # a seeded sample of labels on text that was never a link, per source, to read
+                     "elsewhere": {source: random.Random(0).sample(spans, min(examples, len(spans)))
+                                   for source, spans in sorted(elsewhere_spans.items())}} if examples else {},
     }
 
 
@@ -334,7 +379,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="write the results here")
     parser.add_argument("--label", default="", help="a name for this run in the JSON (e.g. before/after)")
     parser.add_argument("--examples", type=int, default=0, help="keep this many missed and wrong spans per dump in the JSON")
+    parser.add_argument("--cpu", type=int, default=0,
+                        help="instead: time the whole job's CPU on each dump (not hidden), variant rules off vs on, "
+                             "this many times each")
     args = parser.parse_args(argv)
+    if args.cpu:
+        runs = [job_cpu(d, extra, args.cpu) for d in args.dumps.split(",") if d]
+        for r in runs:
+            print(f"{r['dump']}: median CPU {r['median_cpu_seconds']}, on/off x{r['ratio_on_off']}")
+        if args.json:
+            args.json.write_text(json.dumps({"label": args.label, "job_flags": extra, "cpu": runs}, indent=2) + "\n")
+        return 0
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
         for dump in [d for d in args.dumps.split(",") if d]:

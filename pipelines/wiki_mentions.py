@@ -94,12 +94,12 @@ def site_summary(site: SiteInfo) -> dict:
 
 
 def labels_for_site(labels: LabelConfig, site: SiteInfo) -> LabelConfig:
-    """Adapt the language-dependent label defaults (stopwords, shortest alias) to the dump's
-    language; values the user set explicitly are kept."""
-    if not site.language or site.language in ("en", "simple"):
-        return labels
-    defaults, adapted = LabelConfig(), LabelConfig.for_language(site.language)
-    changes = {name: getattr(adapted, name) for name in ("stopwords", "min_alias_chars")
+    """Adapt the language-dependent label defaults (stopwords, shortest alias, language, title case
+    rule) to the dump's siteinfo; values the user set explicitly are kept."""
+    defaults = LabelConfig()
+    adapted = LabelConfig.for_language(site.language) if site.language not in ("", "en", "simple") else defaults
+    adapted = dataclasses.replace(adapted, language=site.language, title_case=site.case)
+    changes = {name: getattr(adapted, name) for name in ("stopwords", "min_alias_chars", "language", "title_case")
                if getattr(labels, name) == getattr(defaults, name)}
     return dataclasses.replace(labels, **changes)
 

@@ -22,10 +22,15 @@ class MentionSource:
     TITLE_ALIAS = "title_alias"  # an alias of the page's own entity
     SAME_PAGE_NUMBER = "same_page_number"  # a letterless anchor the page itself links (e.g. a year)
     BLINK = "blink"  # a BLINK model's link (--blink_model)
+    # Variants of a same-page or title alias, in text the exact rules left free (labels.py):
+    ALIAS_FIRST_LETTER_CASE = "alias_first_letter_case"  # first letter's case swapped, on first-letter wikis
+    ALIAS_PLURAL_EN = "alias_plural_en"  # English singular <-> plural of the alias's last word
+    ALIAS_POSSESSIVE_EN = "alias_possessive_en"  # an English possessive alias ("Obama's") without its 's
 
 
 MENTION_SOURCES = (MentionSource.HYPERLINK, MentionSource.SAME_PAGE_ALIAS, MentionSource.TITLE_ALIAS,
-                   MentionSource.SAME_PAGE_NUMBER, MentionSource.BLINK)
+                   MentionSource.SAME_PAGE_NUMBER, MentionSource.BLINK, MentionSource.ALIAS_FIRST_LETTER_CASE,
+                   MentionSource.ALIAS_PLURAL_EN, MentionSource.ALIAS_POSSESSIVE_EN)
 
 # The Arrow type is the same in every version; only what char_start/char_end index changed
 # (version 1: the article text; version 2: the passage's text, see passage_schema).

@@ -468,7 +468,8 @@ def test_speed_long_article_many_aliases():
 # ----------------------------------------------- the adjacent-token pre-filter is exact
 
 _MIXED = ["new", "york", "u.s.", "u.s", "cafe\u0301", "caf", "e\u0301", "北京", "京", "大学", "l'", "homme",
-          "-", "x-ray", "ray", "3", "shown", "shown 3", "a.b", "naïve", "na", "ïve", "_", "a_b", "b"]
+          "-", "x-ray", "ray", "3", "shown", "shown 3", "a.b", "naïve", "na", "ïve", "_", "a_b", "b",
+          "New", "York", "cities", "city", "Cities", "'s", "cultivars", "cultivar", "Cultivar"]
 
 
 @given(
@@ -476,9 +477,10 @@ _MIXED = ["new", "york", "u.s.", "u.s", "cafe\u0301", "caf", "e\u0301", "北京"
     aliases=st.lists(st.lists(st.sampled_from(_MIXED), min_size=1, max_size=3), min_size=1, max_size=8),
     joiners=st.lists(st.sampled_from([" ", "", ", ", "-", "\u00a0"]), min_size=1, max_size=4),
     unspaced=st.booleans(),
+    variants=st.booleans(),
 )
-@settings(max_examples=300, deadline=None)
-def test_adjacent_token_filter_never_loses_a_label(words, aliases, joiners, unspaced):
+@settings(max_examples=400, deadline=None)
+def test_adjacent_token_filter_never_loses_a_label(words, aliases, joiners, unspaced, variants):
     """Dropping aliases whose tokens are not adjacent in the page is an optimisation only:
     the labels equal those found when every alias goes to the matcher."""
     from unittest import mock
@@ -488,8 +490,11 @@ def test_adjacent_token_filter_never_loses_a_label(words, aliases, joiners, unsp
     text = "".join(w + joiners[i % len(joiners)] for i, w in enumerate(words)).strip()
     cands = [linked("".join(a), f"E{i}") for i, a in enumerate(aliases)]
     cfg = LabelConfig(min_alias_chars=1, match_unspaced_scripts=unspaced, stopwords="none")
+    if variants:  # English case, plural and possessive variant rules on a case-sensitive first-letter wiki
+        cfg = dataclasses.replace(cfg, language="en", case_sensitive=True, title_case="first-letter")
+        assert len(cfg.variant_rules) == 3
     filtered = label_missing_mentions(text, [], cands, cfg)
-    with mock.patch.object(labels_module._PageTokens, "in_a_row", lambda self, alias: True):
+    with mock.patch.object(labels_module._PageTokens, "in_a_row", lambda self, alias, inner_only=False: True):
         unfiltered = label_missing_mentions(text, [], cands, cfg)
     assert spans(filtered) == spans(unfiltered)
     assert [(m.start, m.end) for m in filtered] == [(m.start, m.end) for m in unfiltered]

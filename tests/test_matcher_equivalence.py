@@ -137,15 +137,16 @@ def _key(occurrence):
 
 
 # The reference is the matcher, not the rules: the page-level rules added since (the 'page'
-# ambiguity policy, same_page_number) read the page's links, so they are pinned off here and
-# tested in test_labels.py and test_labels_real_dumps.py.
-_MATCHER_ONLY = {"ambiguity": "prior", "label_numbers": False}
+# ambiguity policy, same_page_number, the variant rules) read the page's links, so they are pinned
+# off here and tested in test_labels.py, test_labels_variants.py and test_labels_real_dumps.py.
+_NO_VARIANTS = {"label_case_variants": False, "label_plural_variants": False, "label_possessive_variants": False}
+_MATCHER_ONLY = {"ambiguity": "prior", "label_numbers": False, **_NO_VARIANTS}
 CONFIGS = {
     "default": LabelConfig(**_MATCHER_ONLY),
     "case_insensitive_spaced_only": LabelConfig(case_sensitive=False, match_unspaced_scripts=False, **_MATCHER_ONLY),
     # Every alias usable, down to one character: the most hits and overlaps.
     "everything": LabelConfig(min_alias_chars=1, stopwords="none", require_letter=False, min_prior=0.0,
-                              case_sensitive=False, ambiguity="skip", label_numbers=False),
+                              case_sensitive=False, ambiguity="skip", label_numbers=False, **_NO_VARIANTS),
 }
 
 # --------------------------------------------------------------------------- every shared dump

@@ -83,7 +83,16 @@ ORIGINS = (LINKED, TITLE)
 SAME_PAGE_ALIAS = MentionSource.SAME_PAGE_ALIAS
 TITLE_ALIAS = MentionSource.TITLE_ALIAS
 SAME_PAGE_NUMBER = MentionSource.SAME_PAGE_NUMBER
-LABEL_SOURCES = (SAME_PAGE_ALIAS, TITLE_ALIAS, SAME_PAGE_NUMBER)
+ALIAS_FIRST_LETTER_CASE = MentionSource.ALIAS_FIRST_LETTER_CASE
+ALIAS_PLURAL_EN = MentionSource.ALIAS_PLURAL_EN
+ALIAS_POSSESSIVE_EN = MentionSource.ALIAS_POSSESSIVE_EN
+VARIANT_SOURCES = (ALIAS_FIRST_LETTER_CASE, ALIAS_PLURAL_EN, ALIAS_POSSESSIVE_EN)
+LABEL_SOURCES = (SAME_PAGE_ALIAS, TITLE_ALIAS, SAME_PAGE_NUMBER, *VARIANT_SOURCES)
+
+# Languages whose text the English morphology rules (plural, possessive) fit: English Wikipedia and
+# Simple English Wikipedia. Other languages inflect otherwise; those rules stay off there.
+ENGLISH_LANGUAGES = frozenset({"en", "simple"})
+FIRST_LETTER = "first-letter"  # siteinfo <case>: titles ignore their first letter's case
 
 AMBIGUITY_POLICIES = ("page", "prior", "skip")
 
@@ -198,6 +207,35 @@ class LabelConfig:
         "labels at all: the bound of the label join's table side (a hub entity of full English Wikipedia "
         "has thousands of anchor texts). A page's own anchors are looked up among them.",
     )
+    language: str = _opt(
+        "",
+        "The wiki's language code ('en', 'uk', 'simple'; '' = unknown). The job sets it from the dump's "
+        "siteinfo. Gates the English-only variant rules (label_plural_variants, label_possessive_variants): "
+        "they run only for 'en' and 'simple'.",
+    )
+    title_case: str = _opt(
+        FIRST_LETTER,
+        "The wiki's title case rule, siteinfo <case>: 'first-letter' (titles ignore their first letter's "
+        "case: [[cultivar]] is the page Cultivar) or 'case-sensitive'. The job sets it from the dump. "
+        "label_case_variants runs only on first-letter wikis.",
+    )
+    label_case_variants: bool = _opt(
+        True,
+        "On first-letter wikis, also label an alias of a same-page or title entity with its first letter's "
+        "case swapped ('cultivar' -> 'Cultivar', 'Epilepsy' -> 'epilepsy'), in any script with case "
+        "('alias_first_letter_case'). Only in text the exact rules left free.",
+    )
+    label_plural_variants: bool = _opt(
+        True,
+        "English wikis only (language): also label the singular or plural of an alias whose last word is "
+        "a lower-case noun ('rootstocks' -> 'rootstock', 'cultivar' -> 'cultivars'), also after a "
+        "first-letter case swap ('alias_plural_en'). Only in text the exact rules left free.",
+    )
+    label_possessive_variants: bool = _opt(
+        True,
+        "English wikis only (language): an alias ending in 's ('Pinckney's') also labels its base "
+        "('Pinckney') ('alias_possessive_en'); 'Paris' is found in 'Paris's' without it.",
+    )
     match_unspaced_scripts: bool = _opt(
         True,
         "In scripts written without spaces (Han, Kana, Thai, Lao, Khmer, Myanmar, Tibetan) match "
@@ -223,11 +261,24 @@ class LabelConfig:
     def stopword_set(self) -> frozenset[str]:
         return resolve_stopwords(self.stopwords)
 
+    @property
+    def variant_rules(self) -> tuple[str, ...]:
+        """The variant sources that run under this config (its switches, language and case rule)."""
+        english = self.language.lower() in ENGLISH_LANGUAGES
+        rules = []
+        if self.label_case_variants and self.case_sensitive and self.title_case == FIRST_LETTER:
+            rules.append(ALIAS_FIRST_LETTER_CASE)
+        if self.label_plural_variants and english:
+            rules.append(ALIAS_PLURAL_EN)
+        if self.label_possessive_variants and english:
+            rules.append(ALIAS_POSSESSIVE_EN)
+        return tuple(rules)
+
     @classmethod
     def for_language(cls, language: str, **overrides) -> "LabelConfig":
         """Defaults adapted to a wiki's language code ("en", "uk", "zh"...); overrides win."""
         lang = language.lower()
-        adapted: dict = {"stopwords": stopword_spec_for_language(lang)}
+        adapted: dict = {"stopwords": stopword_spec_for_language(lang), "language": lang}
         if lang in SHORT_NAME_LANGUAGES or lang.split("-", 1)[0] in SHORT_NAME_LANGUAGES:
             adapted["min_alias_chars"] = 2
         adapted.update(overrides)
@@ -368,21 +419,25 @@ def label_page(
     token_re = _TOKENS_SPLITTING_UNSPACED if config.match_unspaced_scripts else _TOKENS_WHOLE_WORDS
     tokens = token_re.findall(folded)
     present = _PageTokens(set(tokens), set(zip(tokens, tokens[1:])), token_re)
+    rules = config.variant_rules
     anchors = _page_anchors(folded, hyperlinks)
-    targets = _resolve_targets(entities, present, config, anchors)
+    targets = _resolve_targets(entities, present, config, anchors, _loose_forms(present.present, rules) if rules else None)
     if config.label_numbers and config.require_letter:
         _add_number_targets(targets, anchors, config)
+    variants = _variant_targets(targets, rules, config, _positional_capitals(folded, anchors)) if rules else {}
     if not targets:
         return []
-    occurrences = _find_occurrences(folded, _alias_automaton(targets), config.match_unspaced_scripts)
+    occurrences = _find_occurrences(folded, _alias_automaton({**targets, **variants}),
+                                    config.match_unspaced_scripts)
     occupied = bytearray(len(text))
     for link in hyperlinks:
         start, end = max(0, link.start), min(len(text), link.end)
         if start < end:
             occupied[start:end] = b"\x01" * (end - start)
     labels = []
-    # Longest first, then leftmost: greedy, never overlapping links or earlier labels.
-    for start, end, target in sorted(occurrences, key=lambda o: (o[0] - o[1], o[0])):
+    # Exact aliases first, then variants (so the exact rules' labels are the same with or without
+    # them); within each, longest first, then leftmost: greedy, never overlapping links or labels.
+    for start, end, target in sorted(occurrences, key=_label_order):
         if occupied.find(1, start, end) != -1:
             continue
         if target.source == SAME_PAGE_NUMBER and not _whole_number(text, start, end):
@@ -392,6 +447,163 @@ def label_page(
         labels.append(Mention(start, end, text[start:end], entity, source))
     labels.sort(key=lambda m: m.start)
     return labels
+
+
+def _label_order(occurrence: tuple[int, int, "_Target"]) -> tuple[bool, int, int]:
+    start, end, target = occurrence
+    return target.source in _VARIANT_SET, start - end, start
+
+
+_VARIANT_SET = frozenset(VARIANT_SOURCES)
+
+
+# --------------------------------------------------------------------------- variant rules
+
+
+def swap_first_letter(alias: str) -> str | None:
+    """'cultivar' -> 'Cultivar', 'Epilepsy' -> 'epilepsy'; None when the first character has no
+    one-character other case (digits, Han, 'ß')."""
+    first = alias[:1]
+    other = first.lower() if first.isupper() else first.upper()
+    if len(other) != 1 or other == first:
+        return None
+    return other + alias[1:]
+
+
+_SIBILANT_ES = re.compile(r"(?:ss|x|z|ch|sh)es$")
+
+
+def english_number_variant(alias: str) -> str | None:
+    """The English singular of an alias whose last word looks plural, else its plural; None
+    when the last word is not a lower-case word of at least 4 letters. Capitalised words are
+    left alone: a people's plural is not its adjective ('Fatimids', 'Republicans', 'Tats')."""
+    head, _, word = alias.rpartition(" ")
+    if len(word) < 4 or not word.isalpha() or not word.islower() or word.endswith("ics"):
+        return None
+    singular = english_singular(word)
+    if singular is not None:
+        return head + (" " if head else "") + singular
+    if word.endswith(("s", "x", "z", "ch", "sh")):
+        plural = word + "es"
+    elif word.endswith("y") and word[-2] not in "aeiou":
+        plural = word[:-1] + "ies"
+    else:
+        plural = word + "s"
+    return head + (" " if head else "") + plural
+
+
+def english_singular(word: str) -> str | None:
+    """'cities' -> 'city', 'boxes' -> 'box', 'rootstocks' -> 'rootstock'; None for a word that does
+    not look plural ('class', 'genus', 'analysis', 'linguistics', 'city')."""
+    if word.endswith("ies") and len(word) > 4:
+        return word[:-3] + "y"
+    if _SIBILANT_ES.search(word):
+        return word[:-2]
+    if word.endswith("s") and not word.endswith(("ss", "us", "is", "ics")):
+        return word[:-1]
+    return None
+
+
+def english_possessive_base(alias: str) -> str | None:
+    """"Pinckney's" -> 'Pinckney', "Jesus'" -> 'Jesus'; None when the alias is not possessive."""
+    for suffix in ("'s", "\u2019s"):
+        if alias.endswith(suffix) and len(alias) > len(suffix):
+            return alias[: -len(suffix)]
+    if alias.endswith(("s'", "s\u2019")) and len(alias) > 2:
+        return alias[:-1]
+    return None
+
+
+_SENTENCE_END = frozenset(".!?\n")
+
+
+def _positional_capitals(folded: str, anchors: dict[str, list[tuple[int, str]]]) -> set[str]:
+    """The page's capitalised anchor texts that it only ever links at the start of a sentence or
+    line ('[[Epilepsy]] is...'): their capital is the position's, not the name's."""
+    capitals = set()
+    for surface, links in anchors.items():
+        if surface[:1].isupper() and all(_at_sentence_start(folded, start) for start, _e in links):
+            capitals.add(surface)
+    return capitals
+
+
+def _at_sentence_start(text: str, start: int) -> bool:
+    before = text[:start].rstrip(" \t\"'“‘«(")
+    return not before or before[-1] in _SENTENCE_END
+
+
+def _variants(alias: str, rules: tuple[str, ...], lowerable: bool) -> list[tuple[str, str]]:
+    """(variant text, source) of one alias under the variant rules that run.
+
+    The first letter is upper-cased for any alias ('cultivar' -> 'Cultivar'), but lower-cased only
+    when ``lowerable`` (a capital the wiki or the position explains): 'Apple' stays 'Apple'."""
+    out = []
+    swapped = None
+    if ALIAS_FIRST_LETTER_CASE in rules and (lowerable or not alias[:1].isupper()):
+        swapped = swap_first_letter(alias)
+    if swapped is not None:
+        out.append((swapped, ALIAS_FIRST_LETTER_CASE))
+    if ALIAS_PLURAL_EN in rules:
+        # 'weeds' -> 'weed', 'Weed'; 'Alkene' -> (via 'alkene') 'alkenes'.
+        number = english_number_variant(alias)
+        forms = [number, english_number_variant(swapped) if swapped is not None else None]
+        if number is not None and ALIAS_FIRST_LETTER_CASE in rules:
+            forms.append(swap_first_letter(number))
+        out.extend((form, ALIAS_PLURAL_EN) for form in forms if form is not None)
+    if ALIAS_POSSESSIVE_EN in rules:
+        base = english_possessive_base(alias)
+        if base is not None:
+            out.append((base, ALIAS_POSSESSIVE_EN))
+    return out
+
+
+def _variant_targets(targets: dict[str, "_Target"], rules: tuple[str, ...], config: LabelConfig,
+                     lowerable: set[str]) -> dict[str, "_Target"]:
+    """Variant text -> the entity it labels, from the page's resolved aliases.
+
+    A variant equal to an alias of the page is left to the exact rules; one that two aliases
+    with different entities produce ('Apple' from 'apple' and from 'Apples') is dropped."""
+    variants: dict[str, _Target | None] = {}
+    stopwords = config.stopword_set
+    for alias, target in targets.items():
+        if target.source == SAME_PAGE_NUMBER:
+            continue
+        # A capital is lowered only where it says nothing: the entity's exact title (MediaWiki
+        # capitalises every title on first-letter wikis; 'Time (magazine)' keeps 'Time') or an
+        # anchor the page only links at sentence starts.
+        capital_by_rule = alias in lowerable or all(alias == entity for entity in _entities_of(target))
+        for text, source in _variants(alias, rules, capital_by_rule):
+            if text in targets or len(text.strip()) < config.min_alias_chars or text.casefold() in stopwords:
+                continue
+            if text in variants:
+                known = variants[text]
+                if known is not None and _entities_of(known) != _entities_of(target):
+                    variants[text] = None
+                continue
+            variants[text] = _Target(target.entity, source,
+                                     tuple((start, entity, source) for start, entity, _s in target.by_position))
+    return {text: target for text, target in variants.items() if target is not None}
+
+
+def _entities_of(target: "_Target") -> tuple[str, ...]:
+    return (target.entity,) + tuple(entity for _start, entity, _source in target.by_position)
+
+
+def _loose_forms(tokens: set[str], rules: tuple[str, ...]) -> set[str]:
+    """Forms of the page's tokens under which a variant's first token meets its alias's: first letter
+    lower-cased (case rule), an English plural ending removed (plural rule)."""
+    plural = ALIAS_PLURAL_EN in rules
+    forms = set()
+    for token in tokens:
+        token = token[:1].lower() + token[1:]
+        forms.add(token)
+        if plural and token.endswith("s"):
+            forms.add(token[:-1])
+            if token.endswith("es"):
+                forms.add(token[:-2])
+                if token.endswith("ies"):
+                    forms.add(token[:-3] + "y")
+    return forms
 
 
 def _page_anchors(folded: str, hyperlinks: Sequence[Mention]) -> dict[str, list[tuple[int, str]]]:
@@ -480,9 +692,12 @@ class _PageTokens:
     adjacent: set[tuple[str, str]]
     token_re: re.Pattern
 
-    def in_a_row(self, folded_alias: str) -> bool:
-        """Are the alias's tokens adjacent pairs of the page (its first token checked by the caller)?"""
+    def in_a_row(self, folded_alias: str, inner_only: bool = False) -> bool:
+        """Are the alias's tokens adjacent pairs of the page (its first token checked by the caller)?
+        ``inner_only``: only the pairs that no variant rule changes (not the first or last token)."""
         tokens = _alias_tokens(folded_alias, self.token_re)
+        if inner_only:
+            tokens = tokens[1:-1]
         adjacent = self.adjacent
         return all(pair in adjacent for pair in zip(tokens, tokens[1:]))
 
@@ -502,11 +717,15 @@ class _EntityEvidence:
 
 
 def _resolve_targets(entities, present: _PageTokens | None, config: LabelConfig,
-                     anchors: dict[str, list[tuple[int, str]]] | None = None) -> dict[str, _Target]:
+                     anchors: dict[str, list[tuple[int, str]]] | None = None,
+                     loose: set[str] | None = None) -> dict[str, _Target]:
     """Folded alias -> the one entity it labels, after switches and ambiguity.
 
     With ``present`` (the page's tokens), only aliases whose tokens occur there
     in a row are considered: the others cannot occur in the page as whole words.
+    With ``loose`` (:func:`_loose_forms` of those tokens, when variant rules run),
+    also those whose first token may occur as a variant and whose inner tokens
+    (the ones no variant rule changes) occur in a row.
     """
     by_alias: dict[str, dict[str, _EntityEvidence]] = {}
     allowed = {LINKED: config.label_linked_entities, TITLE: config.label_title_entity}
@@ -520,11 +739,16 @@ def _resolve_targets(entities, present: _PageTokens | None, config: LabelConfig,
             continue
         title_origin = TITLE in origins
         for alias, count, prior, sources, first in aliases:
-            if present is not None and first not in present.present:
-                continue  # the cheap test first: most of a hub's aliases stop here
-            folded_alias = alias if case_sensitive else _fold(alias, False)
-            if present is not None and not present.in_a_row(folded_alias):
-                continue
+            if present is not None:
+                exact_first = first in present.present
+                if not exact_first and (loose is None or not _loosely_present(first, loose)):
+                    continue  # the cheap test first: most of a hub's aliases stop here
+                folded_alias = alias if case_sensitive else _fold(alias, False)
+                if not ((exact_first and present.in_a_row(folded_alias))
+                        or (loose is not None and present.in_a_row(folded_alias, inner_only=True))):
+                    continue
+            else:
+                folded_alias = alias if case_sensitive else _fold(alias, False)
             per_entity = by_alias.setdefault(folded_alias, {})
             evidence = per_entity.get(entity) or per_entity.setdefault(entity, _EntityEvidence())
             evidence.prior = max(evidence.prior, prior)
@@ -557,6 +781,14 @@ def _resolve_targets(entities, present: _PageTokens | None, config: LabelConfig,
         if entity is not None:
             targets[alias] = _Target(entity, source_of(entity))
     return targets
+
+
+def _loosely_present(first: str, loose: set[str]) -> bool:
+    """Might a variant of an alias starting with ``first`` start a word of the page? (see _loose_forms)"""
+    token = first[:1].lower() + first[1:]
+    if token in loose:
+        return True
+    return token.endswith("s") and (token[:-1] in loose or token[:-2] in loose or token[:-3] + "y" in loose)
 
 
 def _titled(alias: str, entities, case_sensitive: bool) -> str | None:

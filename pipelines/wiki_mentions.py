@@ -69,6 +69,12 @@ def _first_page(descriptions):
     return min(descriptions, key=lambda item: item[0])
 
 
+def _description_row(kept):
+    """(entity, (page id, description row)) -> the row, for WriteShards."""
+    entity, (_page_id, row) = kept
+    return "entity_descriptions", entity, row
+
+
 def _dead_letter_row(dl: DeadLetter) -> dict:
     return {"stage": dl.stage, "reason": dl.reason, "page_id": dl.page_id, "title": dl.title,
             "detail": dl.detail, "source": dl.source}
@@ -164,7 +170,7 @@ def build_pipeline(p: beam.Pipeline, cfg: WikiMentionsConfig, site: SiteInfo, ra
         | "DescribeVocabEntities" >> beam.FlatMap(
             describe_entity, vocab=beam.pvalue.AsDict(vocab), max_chars=cfg.description_max_chars)
         | "OnePagePerEntity" >> beam.CombinePerKey(_first_page)
-        | "DescriptionRows" >> beam.Map(lambda kv: ("entity_descriptions", kv[0], kv[1][1])),
+        | "DescriptionRows" >> beam.Map(_description_row),
         "WriteEntityDescriptions", "entity_descriptions",
         ShardSpec("entity_descriptions", ("entity_descriptions",), cfg.description_shards, cfg.descriptions_per_shard),
         VOCAB_ORDER)

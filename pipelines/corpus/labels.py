@@ -71,6 +71,7 @@ from typing import Iterable, Sequence
 
 import ahocorasick
 
+from pipelines.corpus.alias_table import SOURCE_REDIRECT, SOURCE_TITLE
 from pipelines.corpus.stopwords import resolve_stopwords, stopword_spec_for_language
 from pipelines.records import Mention
 from schemas.corpus import MentionSource
@@ -303,7 +304,7 @@ def is_curated_name(candidate: AliasCandidate, config: LabelConfig) -> bool:
     alias = candidate.alias.strip()
     if alias == candidate.entity or alias == strip_disambiguation(candidate.entity):
         return True
-    return "title" in candidate.sources or (config.trust_redirects and "redirect" in candidate.sources)
+    return SOURCE_TITLE in candidate.sources or (config.trust_redirects and SOURCE_REDIRECT in candidate.sources)
 
 
 def rejection_reason(candidate: AliasCandidate, config: LabelConfig) -> str | None:

@@ -13,10 +13,11 @@ what they cannot do:
 * Nothing lost silently. ``BZ2File`` and ``LZMAFile`` end quietly at bytes
   after a stream that do not start another one, so a damaged stream header
   would drop the rest of a multistream file; a reader that ends before it read
-  its raw input to the end raises ``CorruptCompressedError`` here. zstandard's
-  ``stream_reader`` returns a cut frame's bytes without an error, so zstd
-  frames are followed with its ``decompressobj``, whose ``eof`` marks a
-  complete frame.
+  its raw input to the end raises ``CorruptCompressedError`` here (zero
+  padding after a bz2 or xz stream, which no dump tool writes, is reported the
+  same way; gzip's and zstd's is skipped). zstandard's ``stream_reader``
+  returns a cut frame's bytes without an error, so zstd frames are followed
+  with its ``decompressobj``, whose ``eof`` marks a complete frame.
 * One error type per kind of damage, raised after everything decoded before it
   has been yielded: ``TruncatedCompressedError`` (cut short) and
   ``CorruptCompressedError`` (rejected data), which the page reader counts as

@@ -125,7 +125,7 @@ def test_raw_chunks_of_any_size_are_accepted(codec):
     blob = COMPRESS[codec](FIRST) + COMPRESS[codec](SECOND)
     rng = random.Random(1)
     cuts = sorted({0, len(blob), *(rng.randrange(len(blob)) for _ in range(50))})
-    chunks = [blob[a:b] for a, b in zip(cuts, cuts[1:])]
+    chunks = [piece for a, b in zip(cuts, cuts[1:]) for piece in (blob[a:b], b"")]  # empty chunks too
     assert b"".join(iter_decompressed(chunks, codec)) == TEXT
     assert list(iter_decompressed([], codec)) == []
 

@@ -298,8 +298,11 @@ class _ChunkFile:
         self._pending = b""
 
     def read(self, size: int = -1) -> bytes:
-        if not self._pending:
-            self._pending = next(self._chunks, b"")
+        while not self._pending:  # an empty chunk is not the end
+            chunk = next(self._chunks, None)
+            if chunk is None:
+                return b""
+            self._pending = chunk
         if size < 0:
             data, self._pending = self._pending + b"".join(self._chunks), b""
             return data

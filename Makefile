@@ -51,6 +51,7 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_extract.py --json benchmarks/results/extract.json
+	$(PY) benchmarks/bench_read.py --json benchmarks/results/read.json
 	$(PY) benchmarks/bench_tokenize_label.py --json benchmarks/results/tokenize_label.json
 	$(PY) benchmarks/bench_pipeline.py --json benchmarks/results/pipeline.json
 	$(PY) benchmarks/bench_parallel.py --json benchmarks/results/parallel.json

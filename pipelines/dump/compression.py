@@ -1,23 +1,36 @@
-"""Open a dump's raw bytes through Beam's filesystems and decompress them incrementally.
+"""Open a dump's raw bytes and decompress them incrementally.
 
-Beam's own decompression is bypassed (``CompressionTypes.UNCOMPRESSED``) because
-it cannot tell a complete file from one cut short, and cannot start at a byte
-offset inside a multistream bz2 file. Here every codec is driven chunk by chunk
-with a bounded output size, so memory stays flat however large the file or how
-well it compresses, and a stream that ends before its decompressor reached
-end-of-stream raises ``TruncatedCompressedError`` after everything decoded
-before the cut has been yielded.
+The codecs' own readers decode: ``bz2.BZ2File``, ``gzip.GzipFile`` and
+``lzma.LZMAFile`` follow concatenated streams (multistream bz2, multi-member
+gzip, concatenated xz), bound the output of each call, and raise ``EOFError``
+when the bytes end inside a stream; gzip also skips zero padding. Kept here is
+what they cannot do:
 
-Concatenated streams are followed for every codec (multistream bz2, multi-member
-gzip, concatenated xz streams, multi-frame zstd); zero-byte padding between or
-after streams (tape-style gzip, xz stream padding) is skipped.
+* Byte ranges. ``RawRange`` serves raw bytes ``[start, end)`` of a file, so a
+  worker decodes only the whole bz2 streams of its multistream range. Beam's
+  own decompression is bypassed: it can neither start mid-file nor tell a
+  complete file from one cut short.
+* Nothing lost silently. ``BZ2File`` and ``LZMAFile`` end quietly at bytes
+  after a stream that do not start another one, so a damaged stream header
+  would drop the rest of a multistream file; a reader that ends before it read
+  its raw input to the end raises ``CorruptCompressedError`` here (zero
+  padding after a bz2 or xz stream, which no dump tool writes, is reported the
+  same way; gzip's and zstd's is skipped). zstandard's ``stream_reader``
+  returns a cut frame's bytes without an error, so zstd frames are followed
+  with its ``decompressobj``, whose ``eof`` marks a complete frame.
+* One error type per kind of damage, raised after everything decoded before it
+  has been yielded: ``TruncatedCompressedError`` (cut short) and
+  ``CorruptCompressedError`` (rejected data), which the page reader counts as
+  dead letters. A failing read of the raw file is not damage and propagates as
+  it is, so the runner can retry.
 """
 from __future__ import annotations
 
 import bz2
+import gzip
 import lzma
 import zlib
-from typing import BinaryIO, Callable, Iterable, Iterator, Protocol
+from typing import BinaryIO, Iterable, Iterator
 
 import zstandard
 from apache_beam.io.filesystem import CompressionTypes
@@ -30,10 +43,10 @@ from pipelines.dump.errors import (
     TruncatedCompressedError,
 )
 
-CHUNK_SIZE = 1 << 20  # raw read size and the target size of each decompressed chunk
-DECODE_STEP = 64 << 10  # output limit of one decoder call
-_INPUT_SLICE = 64 << 10  # input given at once to decoders that copy their unconsumed input
-_ZSTD_INPUT_SLICE = 2 << 10  # bounds zstd's unlimited output per call (see _ZstdDecoder)
+CHUNK_SIZE = 1 << 20  # target size of each decompressed chunk
+DECODE_STEP = 64 << 10  # output limit of one decoder call: bounds what a corrupt block takes with it
+_ZSTD_INPUT_SLICE = 2 << 10  # bounds zstd's unlimited output per call (see _iter_zstd_frames)
+_ZSTD_WRITE_SIZE = 16 << 10  # zstd's output buffer, grown by joining
 
 CODECS = ("bz2", "gz", "xz", "zst", "none")
 
@@ -58,7 +71,8 @@ _UNSUPPORTED_MAGIC = (
     (b"PK\x03\x04", "zip archive (unzip it first)"),
 )
 
-_DECODER_ERRORS = (OSError, EOFError, ValueError, lzma.LZMAError, zlib.error, zstandard.ZstdError)
+# What the decoders raise on bad data (BadGzipFile is an OSError); EOFError means cut short.
+_DECODER_ERRORS = (OSError, ValueError, lzma.LZMAError, zlib.error, zstandard.ZstdError)
 
 
 def codec_from_extension(path: str) -> str | None:
@@ -119,224 +133,187 @@ def file_size(path: str) -> int:
         raise DumpNotFoundError(f"dump file not found: {path}") from error
 
 
-def iter_raw_chunks(
-    fileobj: BinaryIO, start: int = 0, end: int | None = None, *, chunk_size: int = CHUNK_SIZE
-) -> Iterator[bytes]:
-    """Yield the bytes of ``fileobj`` from ``start`` up to (not including) ``end``.
+class RawRange:
+    """Raw bytes ``[start, end)`` of an open file (``end=None``: to end of file), for a decoder.
 
-    ``end=None`` reads to end of file. Reading past ``end`` never happens, so a
-    range reader only decompresses the streams that lie inside its range.
-    """
-    if start:
-        fileobj.seek(start)
-    remaining = None if end is None else end - start
-    while remaining is None or remaining > 0:
-        size = chunk_size if remaining is None else min(chunk_size, remaining)
-        chunk = fileobj.read(size)
-        if not chunk:
-            return
-        if remaining is not None:
-            remaining -= len(chunk)
-        yield chunk
-
-
-class _Decoder(Protocol):
-    """The interface of ``bz2.BZ2Decompressor`` / ``lzma.LZMADecompressor``."""
-
-    eof: bool
-    needs_input: bool
-    unused_data: bytes
-
-    def decompress(self, data: bytes, max_length: int = -1) -> bytes: ...
-
-
-class _SlicedInput:
-    """Input held by an adapter and handed to its decoder a slice at a time, without copying."""
-
-    __slots__ = ("_data", "_position")
-
-    def __init__(self) -> None:
-        self._data = memoryview(b"")
-        self._position = 0
-
-    def add(self, data: bytes) -> None:
-        if data:
-            rest = self._data[self._position:]
-            self._data = memoryview(bytes(rest) + data if len(rest) else data)
-            self._position = 0
-
-    def take(self, size: int) -> bytes:
-        piece = self._data[self._position:self._position + size]
-        self._position += len(piece)
-        return bytes(piece)
-
-    def rest(self) -> bytes:
-        return bytes(self._data[self._position:])
-
-    def __len__(self) -> int:
-        return len(self._data) - self._position
-
-
-class _ZlibDecoder:
-    """``zlib.decompressobj`` (gzip framing) behind the bz2/lzma decoder interface.
-
-    Input goes in 64 KiB slices so zlib's ``unconsumed_tail`` (copied on every
-    call) stays small.
+    Reading past ``end`` never happens, so a range reader only decodes the
+    streams inside its range. It counts the bytes served (``bytes_read``),
+    notes whether a reader asked past the last one (``reached_end``: a reader
+    following concatenated streams must, to know no stream follows), and keeps
+    an error of the file's own read (``read_error``) apart from decoder errors.
     """
 
-    __slots__ = ("_inner", "_input", "_tail", "_output_may_be_pending")
+    __slots__ = ("_file", "_remaining", "_peeked", "bytes_read", "reached_end", "read_error")
 
-    def __init__(self) -> None:
-        self._inner = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
-        self._input = _SlicedInput()
-        self._tail = b""
-        self._output_may_be_pending = False
+    def __init__(self, fileobj: BinaryIO, start: int = 0, end: int | None = None) -> None:
+        if start:
+            fileobj.seek(start)
+        self._file = fileobj
+        self._remaining = None if end is None else end - start
+        self._peeked = b""
+        self.bytes_read = 0
+        self.reached_end = False
+        self.read_error: BaseException | None = None
 
-    @property
-    def eof(self) -> bool:
-        return self._inner.eof
+    def peek(self, size: int) -> bytes:
+        """The next ``size`` bytes (fewer at the end), still to be read."""
+        if len(self._peeked) < size:
+            self._peeked += self._read_file(size - len(self._peeked))
+        return self._peeked[:size]
 
-    @property
-    def needs_input(self) -> bool:
-        return not self._tail and not len(self._input) and not self._output_may_be_pending
+    def read(self, size: int = -1) -> bytes:
+        """Up to ``size`` bytes (all that is left if negative); fewer only at the end of the range."""
+        data = b""
+        if self._peeked:  # a full read, as gzip expects of its header reads
+            data = self._peeked if size < 0 else self._peeked[:size]
+            self._peeked = self._peeked[len(data):]
+            if len(data) == size:
+                return data
+        data += self._read_file(size if size < 0 else size - len(data))
+        if not data and size:
+            self.reached_end = True
+        return data
 
-    @property
-    def unused_data(self) -> bytes:
-        return self._inner.unused_data + self._input.rest() if self._inner.eof else b""
-
-    def decompress(self, data: bytes, max_length: int = -1) -> bytes:
-        self._input.add(data)
-        feed = self._tail or self._input.take(_INPUT_SLICE)
-        output = self._inner.decompress(feed, max(max_length, 0))
-        self._tail = self._inner.unconsumed_tail
-        # A full output buffer may hide output zlib still holds without more input.
-        self._output_may_be_pending = max_length > 0 and len(output) >= max_length
-        return output
-
-
-class _ZstdDecoder:
-    """``zstandard`` decompressobj behind the bz2/lzma decoder interface.
-
-    Its ``decompress`` has no output limit, so input goes in slices of
-    ``_ZSTD_INPUT_SLICE`` bytes: a zstd block takes at least 4 input bytes and
-    yields at most 128 KiB, so one call yields at most ~64 MiB even for a
-    pathological input (a "zip bomb"), while ordinary text decodes at full speed.
-    """
-
-    __slots__ = ("_inner", "_input")
-
-    def __init__(self) -> None:
-        self._inner = zstandard.ZstdDecompressor().decompressobj(write_size=16 << 10)
-        self._input = _SlicedInput()
-
-    @property
-    def eof(self) -> bool:
-        return self._inner.eof
-
-    @property
-    def needs_input(self) -> bool:
-        return not len(self._input)
-
-    @property
-    def unused_data(self) -> bytes:
-        return self._inner.unused_data + self._input.rest() if self._inner.eof else b""
-
-    def decompress(self, data: bytes, max_length: int = -1) -> bytes:
-        self._input.add(data)
-        return self._inner.decompress(self._input.take(_ZSTD_INPUT_SLICE))
-
-
-_DECODER_FACTORIES: dict[str, Callable[[], _Decoder]] = {
-    "bz2": bz2.BZ2Decompressor,
-    "xz": lambda: lzma.LZMADecompressor(format=lzma.FORMAT_AUTO),
-    "gz": _ZlibDecoder,
-    "zst": _ZstdDecoder,
-}
+    def _read_file(self, size: int) -> bytes:
+        if self._remaining is not None:
+            size = self._remaining if size < 0 else min(size, self._remaining)
+            if size == 0:
+                return b""
+        try:
+            data = self._file.read(size)
+        except BaseException as error:
+            self.read_error = error
+            raise
+        self.bytes_read += len(data)
+        if self._remaining is not None:
+            self._remaining -= len(data)
+        return data
 
 
 def iter_decompressed(
-    raw_chunks: Iterable[bytes], codec: str, *, chunk_size: int = CHUNK_SIZE, name: str = ""
+    raw: RawRange | Iterable[bytes], codec: str, *, chunk_size: int = CHUNK_SIZE, name: str = ""
 ) -> Iterator[bytes]:
-    """Decompress ``raw_chunks`` with ``codec``, yielding chunks of about ``chunk_size``.
+    """Decompress ``raw`` (a ``RawRange`` or raw chunks) with ``codec``, yielding ~``chunk_size`` chunks.
 
     Concatenated streams are decoded one after the other. Raises
     ``TruncatedCompressedError`` if the raw bytes end inside a stream and
-    ``CorruptCompressedError`` if the decoder rejects the data; in both cases
-    everything decoded before has already been yielded. ``name`` (the path)
-    only goes into error messages.
+    ``CorruptCompressedError`` if the decoder rejects the data or stops before
+    the end of the raw bytes; in both cases everything decoded before has
+    already been yielded. ``name`` (the path) only goes into error messages.
     """
-    if codec == "none":
-        yield from raw_chunks
-        return
-    if codec not in _DECODER_FACTORIES:
+    if codec not in CODECS:
         raise ValueError(f"unknown codec {codec!r}; expected one of {CODECS}")
-    yield from _iter_concatenated_streams(raw_chunks, _DECODER_FACTORIES[codec], codec, chunk_size, name)
-
-
-def _iter_concatenated_streams(
-    raw_chunks: Iterable[bytes],
-    new_decoder: Callable[[], _Decoder],
-    codec: str,
-    chunk_size: int,
-    name: str,
-) -> Iterator[bytes]:
-    # Decode in small steps: output decoded before a corrupt block is then not lost
-    # with the call that raises; it is gathered and yielded in chunk_size pieces.
-    step = min(chunk_size, DECODE_STEP)
+    if not isinstance(raw, RawRange):
+        raw = RawRange(_ChunkFile(raw))
+    if codec == "none":
+        yield from iter(lambda: raw.read(chunk_size), b"")
+        return
+    if not raw.peek(1):
+        return  # no bytes: nothing to decode, and nothing cut
     gathered: list[bytes] = []
     gathered_size = 0
-    decoder = new_decoder()
-    decoder_has_input = False  # False: nothing fed yet, so stopping here is not a cut
-    streams_done = 0
-    raw_offset = 0  # raw bytes consumed, for messages
-    for data in _with_end_marker(raw_chunks):
-        at_end = data is None
-        data = data or b""
-        raw_offset += len(data)
-        while True:
-            if decoder.eof:
-                streams_done += 1
-                data = decoder.unused_data + data
-                decoder = new_decoder()
-                decoder_has_input = False
-            if not decoder_has_input and data[:1] == b"\x00":
-                data = data.lstrip(b"\x00")  # zero padding between/after streams (no magic starts with 0)
-            if data:
-                feed, data = data, b""
-                decoder_has_input = True
-            elif decoder_has_input and not decoder.needs_input and not decoder.eof:
-                feed = b""
-            else:
-                break
-            try:
-                output = decoder.decompress(feed, step)
-            except _DECODER_ERRORS as error:
-                if gathered:
-                    yield b"".join(gathered)
-                raise CorruptCompressedError(
-                    f"{codec} data rejected in {name or 'input'} after {streams_done} complete "
-                    f"stream(s), near raw byte {raw_offset}: {_one_line(error)}"
-                ) from error
+    pieces = _decoded_pieces(raw, codec)
+    while True:
+        try:
+            piece = next(pieces, None)
+        except EOFError as error:
+            yield from _flush(gathered)
+            raise TruncatedCompressedError(
+                f"{codec} stream cut short in {name or 'input'}: raw bytes ended at {raw.bytes_read} "
+                f"inside a stream"
+            ) from error
+        except _DECODER_ERRORS as error:
+            if error is raw.read_error:
+                raise  # the file could not be read: not damage in it
+            yield from _flush(gathered)
+            raise CorruptCompressedError(
+                f"{codec} data rejected in {name or 'input'} near raw byte {raw.bytes_read}: {_one_line(error)}"
+            ) from error
+        if piece is None:
+            break
+        gathered.append(piece)
+        gathered_size += len(piece)
+        if gathered_size >= chunk_size:
+            yield b"".join(gathered)
+            gathered, gathered_size = [], 0
+    yield from _flush(gathered)
+    if not raw.reached_end:
+        raise CorruptCompressedError(
+            f"{codec} data rejected in {name or 'input'} near raw byte {raw.bytes_read}: "
+            "bytes after a complete stream do not start another stream"
+        )
+
+
+def _decoded_pieces(raw: RawRange, codec: str) -> Iterator[bytes]:
+    """Decoded output of ``raw`` in pieces of at most ``DECODE_STEP`` bytes (zstd: about that)."""
+    if codec == "zst":
+        return _iter_zstd_frames(raw)
+    if codec == "bz2":
+        reader = bz2.BZ2File(raw)
+    elif codec == "gz":
+        reader = gzip.GzipFile(fileobj=raw, mode="rb")
+    else:
+        reader = lzma.LZMAFile(raw)
+    return iter(lambda: reader.read1(DECODE_STEP), b"")
+
+
+def _iter_zstd_frames(raw: RawRange) -> Iterator[bytes]:
+    """The output of the zstd frames in ``raw``; ``EOFError`` if the bytes end inside a frame.
+
+    Input goes in slices of ``_ZSTD_INPUT_SLICE`` bytes because ``decompress``
+    has no output limit: a zstd block takes at least 4 input bytes and yields
+    at most 128 KiB, so one call yields at most ~64 MiB even for a crafted
+    input, while text decodes at full speed. Zero padding between frames is skipped.
+    """
+    decompressor = zstandard.ZstdDecompressor()
+    frame = None
+    for block in iter(lambda: raw.read(DECODE_STEP), b""):
+        view = memoryview(block)
+        position = 0
+        while position < len(view):
+            if frame is None:
+                if view[position] == 0:
+                    position += 1
+                    continue
+                frame = decompressor.decompressobj(write_size=_ZSTD_WRITE_SIZE)
+            piece = view[position:position + _ZSTD_INPUT_SLICE]
+            position += len(piece)
+            output = frame.decompress(piece)
+            if frame.eof:  # the rest of the slice starts the next frame
+                position -= len(frame.unused_data)
+                frame = None
             if output:
-                gathered.append(output)
-                gathered_size += len(output)
-                if gathered_size >= chunk_size:
-                    yield b"".join(gathered)
-                    gathered, gathered_size = [], 0
-        if at_end:
-            if gathered:
-                yield b"".join(gathered)
-            if decoder_has_input and not decoder.eof:
-                raise TruncatedCompressedError(
-                    f"{codec} stream cut short in {name or 'input'}: raw bytes ended at {raw_offset} "
-                    f"inside stream {streams_done + 1}"
-                )
+                yield output
+    if frame is not None:
+        raise EOFError("zstd frame cut short")
 
 
-def _with_end_marker(chunks: Iterable[bytes]) -> Iterator[bytes | None]:
-    """The chunks, then ``None`` so the decode loop can drain and check for a cut."""
-    yield from chunks
-    yield None
+class _ChunkFile:
+    """An iterable of byte chunks as the ``read(size)`` a ``RawRange`` reads from."""
+
+    __slots__ = ("_chunks", "_pending")
+
+    def __init__(self, chunks: Iterable[bytes]) -> None:
+        self._chunks = iter(chunks)
+        self._pending = b""
+
+    def read(self, size: int = -1) -> bytes:
+        while not self._pending:  # an empty chunk is not the end
+            chunk = next(self._chunks, None)
+            if chunk is None:
+                return b""
+            self._pending = chunk
+        if size < 0:
+            data, self._pending = self._pending + b"".join(self._chunks), b""
+            return data
+        data, self._pending = self._pending[:size], self._pending[size:]
+        return data
+
+
+def _flush(gathered: list[bytes]) -> Iterator[bytes]:
+    if gathered:
+        yield b"".join(gathered)
+        gathered.clear()
 
 
 def _exists(path: str) -> bool:

@@ -14,16 +14,15 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass, field
-from typing import Iterator
 
 from apache_beam.io.filesystems import FileSystems
 
 from pipelines.dump.compression import (
+    RawRange,
     codec_from_extension,
     detect_codec,
     file_size,
     iter_decompressed,
-    iter_raw_chunks,
     open_raw,
 )
 from pipelines.dump.errors import CorruptCompressedError, DumpError, TruncatedCompressedError
@@ -70,12 +69,11 @@ def scan_multistream_index(index_path: str) -> MultistreamIndex:
     summary = MultistreamIndex()
     offsets: set[int] = set()
     try:
-        raw = iter_raw_chunks(fileobj)
-        first = next(raw, b"")
-        codec = detect_codec(index_path, first)
+        raw = RawRange(fileobj)
+        codec = detect_codec(index_path, raw.peek(8))
         pending = b""
         try:
-            for chunk in iter_decompressed(_prepend(first, raw), codec, name=index_path):
+            for chunk in iter_decompressed(raw, codec, name=index_path):
                 lines = (pending + chunk).split(b"\n")
                 pending = lines.pop()
                 for line in lines:
@@ -190,8 +188,3 @@ def _add_index_line(line: bytes, offsets: set[int], summary: MultistreamIndex) -
     summary.entries += 1
     offsets.add(offset)
 
-
-def _prepend(first: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:
-    if first:
-        yield first
-    yield from rest

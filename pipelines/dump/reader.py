@@ -103,13 +103,13 @@ def _read_pages(
             expect_document_end=stream.end is None,
         )
     finally:
-        stats.raw_bytes = stream.counter.raw
+        stats.raw_bytes = stream.raw_bytes
         stream.close()
 
 
 def _count_raw(stream: XmlStream, stats: ReadStats) -> Iterator[bytes]:
     for chunk in stream.chunks:
-        stats.raw_bytes = stream.counter.raw
+        stats.raw_bytes = stream.raw_bytes
         yield chunk
 
 

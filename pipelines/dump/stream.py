@@ -9,21 +9,22 @@ the page reader as dead letters.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import BinaryIO, Iterator
 
 from pipelines.dump.compression import (
+    RawRange,
     codec_from_extension,
     codec_from_magic,
     detect_codec,
     iter_decompressed,
-    iter_raw_chunks,
     open_raw,
 )
 from pipelines.dump.encoding import iter_utf8
 from pipelines.dump.errors import DumpError, NotAMediaWikiDumpError
 
 HEAD_CHECK_BYTES = 16 << 10  # decompressed bytes looked at to decide "is this a dump"
+_MAGIC_BYTES = 8  # raw bytes looked at to pick the codec
 
 _PROLOG_ITEM = re.compile(rb"\s*(?:<\?.*?\?>|<!--.*?-->|<!DOCTYPE[^>\[]*(?:\[.*?\])?\s*>)", re.S)
 _ROOT_TAG = re.compile(rb"\s*<((?:[\w.-]+:)?[\w.-]+)")
@@ -32,14 +33,6 @@ _ROOT_TAG = re.compile(rb"\s*<((?:[\w.-]+:)?[\w.-]+)")
 def describe_source(path: str, start: int | None, end: int | None) -> str:
     """How dead letters name their input: the path and the raw byte range read."""
     return f"{path}[{start or 0}:{'' if end is None else end}]"
-
-
-@dataclass(slots=True)
-class ByteCounter:
-    """Raw (compressed) and decoded (UTF-8 XML) bytes that went through a stream."""
-
-    raw: int = 0
-    xml: int = 0
 
 
 @dataclass(slots=True)
@@ -52,7 +45,12 @@ class XmlStream:
     end: int | None
     chunks: Iterator[bytes]
     fileobj: BinaryIO
-    counter: ByteCounter = field(default_factory=ByteCounter)
+    raw: RawRange
+
+    @property
+    def raw_bytes(self) -> int:
+        """Raw (compressed) bytes read so far."""
+        return self.raw.bytes_read
 
     @property
     def source(self) -> str:
@@ -78,22 +76,19 @@ def open_xml_stream(path: str, start: int | None = None, end: int | None = None)
     if start < 0 or (end is not None and end < start):
         raise ValueError(f"bad byte range [{start}:{end}] for {path}")
     fileobj = open_raw(path)
-    counter = ByteCounter()
     try:
-        raw = _counted(iter_raw_chunks(fileobj, start, end), counter, "raw")
-        first = next(raw, b"")
-        codec = _codec_for(path, first, start)
-        decoded = iter_utf8(iter_decompressed(_prepend(first, raw), codec, name=path), name=path)
+        raw = RawRange(fileobj, start, end)
+        codec = _codec_for(path, raw.peek(_MAGIC_BYTES), start)
+        decoded = iter_utf8(iter_decompressed(raw, codec, name=path), name=path)
         head, rest, error = _read_head(decoded)
         if error is not None and not head.strip():
             raise error  # nothing decodable at all: the decoder's message says why
         if start == 0:
             check_dump_head(head, path, compressed=codec != "none")
-        chunks = _counted(_prepend(head, rest), counter, "xml")
     except BaseException:
         fileobj.close()
         raise
-    return XmlStream(path, codec, start, end, chunks, fileobj, counter)
+    return XmlStream(path, codec, start, end, _prepend(head, rest), fileobj, raw)
 
 
 def check_dump_head(head: bytes, name: str, *, compressed: bool = False) -> None:
@@ -180,16 +175,10 @@ def _prepend(first: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:
     yield from rest
 
 
-def _counted(chunks: Iterator[bytes], counter: ByteCounter, attribute: str) -> Iterator[bytes]:
-    for chunk in chunks:
-        setattr(counter, attribute, getattr(counter, attribute) + len(chunk))
-        yield chunk
-
-
 def _preview(head: bytes) -> str:
     text = head[:40].decode("utf-8", "replace")
     return repr(" ".join(text.split()))[:60] if text.strip() else ""
 
 
-__all__ = ["XmlStream", "ByteCounter", "open_xml_stream", "check_dump_head",
+__all__ = ["XmlStream", "open_xml_stream", "check_dump_head",
            "root_element_name", "describe_source"]

@@ -51,6 +51,34 @@ def sample_corpus(tmp_path_factory, sample_dump) -> Path:
     return out
 
 
+# How the tests that take any shared dump run the job on it, once per session (shared_dump_corpus).
+SHARED_DUMP_JOB_ARGS = ("--keep_red_links", "true", "--num_shards", "1", "--validation_fraction", "0.3")
+
+
+class SharedDumpCorpora:
+    """NAME -> the job's output on ../shared/wikidumps/NAME with SHARED_DUMP_JOB_ARGS, made once when first
+    asked for; ``stdout[NAME]`` is what that run printed."""
+
+    def __init__(self, root_factory) -> None:
+        self.root_factory, self.made, self.stdout = root_factory, {}, {}
+
+    def __call__(self, name: str) -> Path:
+        if name not in self.made:
+            out = self.root_factory.mktemp("shared_dump_out")
+            self.stdout[name] = run_job(dump(name), out, *SHARED_DUMP_JOB_ARGS).stdout
+            self.made[name] = out
+        return self.made[name]
+
+
+@pytest.fixture(scope="session")
+def shared_dump_corpus(tmp_path_factory) -> SharedDumpCorpora:
+    """The session's runs of the job on the shared dumps: the pipeline, markup, linker and passage-text
+    tests read the same run of each dump (tests must not change these folders: copy them first)."""
+    if not HAVE_WIKIDUMPS:
+        pytest.skip(f"no real dump excerpts at {WIKIDUMPS}")
+    return SharedDumpCorpora(tmp_path_factory)
+
+
 @pytest.fixture(scope="session")
 def enwiki206_corpus(tmp_path_factory) -> Path:
     """The job's output on the 206-page enwiki excerpt (the realistic real-dump run)."""

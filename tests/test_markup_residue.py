@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import HAVE_WIKIDUMPS, WIKIDUMPS, dump, run_job
+from tests.conftest import HAVE_WIKIDUMPS, WIKIDUMPS
 from tests.corpus_checks import passages
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_shared]
@@ -67,10 +67,9 @@ def test_every_shared_dump_is_checked():
 
 @pytest.mark.parametrize("name", [name for name in shared_dumps()
                                   if name not in CHECKED_IN_PIPELINE_TESTS])
-def test_passages_hold_no_markup(name: str, tmp_path: Path, request):
+def test_passages_hold_no_markup(name: str, request):
     if name == "enwiki-2016-206pages-articles1.xml.bz2":  # reuse the session's run
         out = request.getfixturevalue("enwiki206_corpus")
     else:
-        out = tmp_path / "out"
-        run_job(dump(name), out, "--num_shards", "1", "--keep_red_links", "true")
+        out = request.getfixturevalue("shared_dump_corpus")(name)  # the session's run, shared with the linker tests
     assert_no_markup(out, name)

@@ -34,10 +34,9 @@ def test_multistream_parallel_read_on_two_workers_is_byte_identical(enwiki206_co
     assert_no_markup(out, "enwiki-2016-206pages-articles1-multistream.xml.bz2")
 
 
-def test_truncated_ukrainian_dump_completes_with_a_dead_letter(tmp_path: Path):
-    out = tmp_path / "uk"
-    proc = run_job(dump("ukwiki-2023-first100k-lines-truncated.xml.xz"), out, "--num_shards", "1",
-                   "--keep_red_links", "true")
+def test_truncated_ukrainian_dump_completes_with_a_dead_letter(shared_dump_corpus):
+    name = "ukwiki-2023-first100k-lines-truncated.xml.xz"
+    out = shared_dump_corpus(name)
     m = manifest(out)
     counters = m["counters"]
     assert m["site"]["dbname"] == "ukwiki" and m["site"]["language"] == "uk"
@@ -49,15 +48,14 @@ def test_truncated_ukrainian_dump_completes_with_a_dead_letter(tmp_path: Path):
     assert counters["mentions/hyperlink"] > 1000 and counters["mentions/same_page_alias"] > 0
     totals = check_passage_contract(out)
     assert totals["passages/train"] > 500
-    assert "dead letters" in proc.stdout
-    assert_no_markup(out, "ukwiki-2023-first100k-lines-truncated.xml.xz")
+    assert "dead letters" in shared_dump_corpus.stdout[name]
+    assert_no_markup(out, name)
 
 
-def test_dump_without_siteinfo_is_counted_and_still_processed(tmp_path: Path):
+def test_dump_without_siteinfo_is_counted_and_still_processed(shared_dump_corpus):
     path = dump("enwiki-5pages-tables-no-siteinfo.xml.bz2")
     raw = raw_counts(path)
-    out = tmp_path / "nosite"
-    run_job(path, out, "--num_shards", "1", "--keep_red_links", "true")
+    out = shared_dump_corpus("enwiki-5pages-tables-no-siteinfo.xml.bz2")
     m = manifest(out)
     assert m["counters"]["siteinfo_missing"] == 1
     assert m["site"]["siteinfo_in_dump"] is False
@@ -69,11 +67,10 @@ def test_dump_without_siteinfo_is_counted_and_still_processed(tmp_path: Path):
 
 @pytest.mark.parametrize("name", ["enwiki-2019-11pages-partial.xml", "simplewiki-2019-7pages.xml.bz2",
                                   "enwiki-2019-196pages-namespaces.xml.bz2"])
-def test_other_excerpts_counts_match_raw_xml(name: str, tmp_path: Path):
+def test_other_excerpts_counts_match_raw_xml(name: str, shared_dump_corpus):
     path = dump(name)
     raw = raw_counts(path)
-    out = tmp_path / "o"
-    run_job(path, out, "--num_shards", "1", "--keep_red_links", "true")
+    out = shared_dump_corpus(name)
     counters = manifest(out)["counters"]
     assert counters["pages_read"] == raw.pages
     assert counters["redirects"] == raw.redirects

@@ -102,7 +102,7 @@ class MentionDetector:
     """Finds mention spans in text with spaCy and the alias table."""
 
     def __init__(self, aliases: AliasIndex | None, config: DetectorConfig | None = None) -> None:
-        from pipelines.corpus.stopwords import resolve_stopwords, stopword_spec_for_language
+        from wikiedm.stopwords import resolve_stopwords, stopword_spec_for_language
 
         self.aliases = aliases
         self.config = config or DetectorConfig()

@@ -253,7 +253,7 @@ def train(config: TrainConfig) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from pipelines.config import parse_config
+    from wikiedm.config import parse_config
 
     logging.basicConfig(level=os.environ.get("LOGLEVEL", "INFO"), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:

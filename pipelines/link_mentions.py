@@ -38,11 +38,11 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import StandardOptions
 
 from linker.link import LinkerConfig, prepare_linker
-from pipelines import storage
-from pipelines.config import parse_config
 from pipelines.launch import beam_options, configure_logging
 from pipelines.transforms.blink import LinkRecords, RecordOptions
 from pipelines.transforms.stats import SumStats
+from wikiedm import storage
+from wikiedm.config import parse_config
 from wikiedm.fields import option as _opt
 
 log = logging.getLogger("link_mentions")

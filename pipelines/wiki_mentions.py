@@ -31,8 +31,7 @@ from operator import itemgetter
 import apache_beam as beam
 from apache_beam.options.pipeline_options import StandardOptions, TestOptions
 
-from pipelines import storage
-from pipelines.config import WikiMentionsConfig, parse_config
+from pipelines.config import WikiMentionsConfig
 from pipelines.corpus.descriptions import first_paragraph
 from pipelines.corpus.labels import LabelConfig
 from pipelines.dump import DumpError, default_index_path, plan_read_ranges, read_siteinfo
@@ -46,6 +45,8 @@ from pipelines.transforms.stats import SumStats
 from pipelines.transforms.write import SaveTokenizerFn, ShardSpec, WriteManifestFn, WriteShards
 from pipelines.wikitext import DisambiguationConfig
 from schemas import passage_schema
+from wikiedm import storage
+from wikiedm.config import parse_config
 
 log = logging.getLogger("wiki_mentions")
 

@@ -71,10 +71,10 @@ from typing import Iterable, Sequence
 
 import ahocorasick
 
-from pipelines.corpus.stopwords import resolve_stopwords, stopword_spec_for_language
-from pipelines.records import Mention
 from schemas.corpus import MentionSource
 from wikiedm.fields import option as _opt
+from wikiedm.records import Mention
+from wikiedm.stopwords import resolve_stopwords, stopword_spec_for_language
 
 LINKED = "linked"
 TITLE = "title"

@@ -115,7 +115,7 @@ def blink_linker_config(model: str, corpus: str, language: str = "en", config_fi
     import dataclasses
 
     from linker.link import LinkerConfig
-    from pipelines.config import parse_config
+    from wikiedm.config import parse_config
 
     base, rest = parse_config(LinkerConfig, ["--config", config_file] if config_file else [])
     if rest:
@@ -190,7 +190,7 @@ class LinkRecordsFn(_LinkerDoFn):
     def setup(self) -> None:
         super().setup()
         if self.options.tokenizer:
-            from pipelines.corpus.tokenizer import load_tokenizer
+            from wikiedm.tokenizer import load_tokenizer
 
             self.tokenizer = load_tokenizer(self.options.tokenizer)
 
@@ -235,7 +235,7 @@ class LinkRecordsFn(_LinkerDoFn):
             yield record
 
     def token_spans(self, text: str, linked) -> tuple[dict, list[int]]:
-        from pipelines.corpus.tokenizer import tokenize_with_mentions
+        from wikiedm.tokenizer import tokenize_with_mentions
 
         mentions = [Mention(lm.start, lm.end, lm.surface, lm.entity, BLINK) for lm in linked]
         tokenized = tokenize_with_mentions(text, mentions, self.tokenizer)

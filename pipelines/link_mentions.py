@@ -37,9 +37,8 @@ from dataclasses import dataclass
 import apache_beam as beam
 from apache_beam.options.pipeline_options import StandardOptions
 
-from linker.link import LinkerConfig, prepare_linker
 from pipelines.launch import beam_options, configure_logging
-from pipelines.transforms.blink import LinkRecords, RecordOptions
+from pipelines.transforms.blink import LinkerConfig, LinkRecords, RecordOptions, prepare_linker
 from pipelines.transforms.stats import SumStats
 from wikiedm import storage
 from wikiedm.config import parse_config

@@ -287,8 +287,7 @@ def run(argv: list[str] | None = None) -> int:
         # run completes, the folder reads as incomplete (never old + new).
         storage.delete_files([manifest_path])
     if cfg.blink_model:  # the linker's KB, encodings, alias candidate index and combination: built once, here
-        from linker.link import prepare_linker
-        from pipelines.transforms.blink import corpus_job_linker_config
+        from pipelines.transforms.blink import corpus_job_linker_config, prepare_linker
 
         prepare_linker(corpus_job_linker_config(cfg, site.language))
     runner = options.view_as(StandardOptions).runner

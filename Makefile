@@ -47,6 +47,7 @@ demo-train: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m ruff check .
+	$(VENV)/bin/lint-imports --no-cache
 	$(PY) -m pytest
 
 bench: $(STAMP)

@@ -11,6 +11,11 @@ the alias table of a corpus gives mention spans and the prior the final score
 combines with the model's. Golden tests against BLINK's own outputs:
 ``tests/linker/test_blink_golden.py``.
 
+In the data flow (dump -> pages -> mentions -> aliases -> labels -> windows -> shards) it reads a
+finished corpus (entities, descriptions, alias table, passages) through the base package
+``wikiedm``; it needs neither ``pipelines`` nor Apache Beam. The corpus job calls it back only
+through ``pipelines/transforms/blink.py`` (BLINK labels).
+
 Modules:
   inputs       BLINK's input formats (context, candidate, cross-encoder pair), BLINK's tokenization
   wordpiece    BERT WordPiece tokenizer loading, and a small vocabulary builder

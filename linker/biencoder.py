@@ -35,7 +35,7 @@ import json
 import logging
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
@@ -44,6 +44,7 @@ from torch import nn
 
 from linker.inputs import BlinkInputs, to_bert_input
 from linker.wordpiece import VOCAB_FILE, load_wordpiece
+from wikiedm.fields import option
 
 log = logging.getLogger(__name__)
 
@@ -55,16 +56,16 @@ _IGNORED_KEYS = re.compile(r"(^|\.)embeddings\.(position_ids|token_type_ids)$")
 class BlinkParams:
     """The part of BLINK's ``*_wiki_large.json`` the models need (other keys are kept, unused)."""
 
-    bert_model: str = field(default="bert-large-uncased", metadata={"help": "BERT the model was trained from (informative)"})
-    lowercase: bool = field(default=True, metadata={"help": "lower-case and strip accents before WordPiece (uncased BERT)"})
-    max_context_length: int = field(default=32, metadata={"help": "word pieces of a mention context, [CLS] and [SEP] included"})
-    max_cand_length: int = field(default=128, metadata={"help": "word pieces of a candidate (title + description)"})
-    max_seq_length: int = field(default=256, metadata={"help": "cross-encoder input length (context + candidate)"})
-    add_linear: bool = field(default=False, metadata={"help": "a linear layer over the pooler output (cross-encoder: true)"})
-    out_dim: int = field(default=1, metadata={"help": "output width of the additional linear layer"})
-    pull_from_layer: int = field(default=-1, metadata={"help": "BERT layer whose [CLS] is used (BLINK: -1, the last)"})
-    num_attention_heads: int = field(default=0, metadata={"help": "0: hidden_size // 64, as in every released BERT"})
-    extra: dict = field(default_factory=dict, metadata={"help": "the file's other keys, written back unchanged"})
+    bert_model: str = option("bert-large-uncased", "BERT the model was trained from (informative)")
+    lowercase: bool = option(True, "lower-case and strip accents before WordPiece (uncased BERT)")
+    max_context_length: int = option(32, "word pieces of a mention context, [CLS] and [SEP] included")
+    max_cand_length: int = option(128, "word pieces of a candidate (title + description)")
+    max_seq_length: int = option(256, "cross-encoder input length (context + candidate)")
+    add_linear: bool = option(False, "a linear layer over the pooler output (cross-encoder: true)")
+    out_dim: int = option(1, "output width of the additional linear layer")
+    pull_from_layer: int = option(-1, "BERT layer whose [CLS] is used (BLINK: -1, the last)")
+    num_attention_heads: int = option(0, "0: hidden_size // 64, as in every released BERT")
+    extra: dict = option({}, "the file's other keys, written back unchanged")
 
     @classmethod
     def from_dict(cls, values: dict) -> "BlinkParams":

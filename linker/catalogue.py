@@ -37,14 +37,14 @@ def alias_key(text: str) -> str:
 
 
 def _join(root: str, *parts: str) -> str:
-    from pipelines import storage
+    from wikiedm import storage
 
     return storage.join(root, *parts)
 
 
 def read_parquet_folder(folder: str, columns: list[str] | None = None) -> pa.Table:
     """All Parquet files of a folder (local or any Beam filesystem), concatenated in name order."""
-    from pipelines import storage
+    from wikiedm import storage
 
     paths = [p for p in storage.list_files(folder) if p.endswith(".parquet")]
     if not paths:
@@ -58,7 +58,7 @@ def read_parquet_folder(folder: str, columns: list[str] | None = None) -> pa.Tab
 
 def corpus_fingerprint(corpus_dir: str) -> str:
     """A digest of the corpus's manifest: changes whenever any output file changes."""
-    from pipelines import storage
+    from wikiedm import storage
 
     path = _join(corpus_dir, storage.MANIFEST)
     if not storage.exists(path):

@@ -33,7 +33,7 @@ import logging
 import os
 import sys
 
-from pipelines.config import parse_config
+from wikiedm.config import parse_bool, parse_config
 
 BARE_FLAGS = ("--fast", "--interactive", "--rebuild")  # BLINK's switches, accepted without a value
 
@@ -56,7 +56,7 @@ def _split_extra(argv: list[str], extra: argparse.ArgumentParser):
 
 
 def _true(text: str) -> bool:
-    return str(text).lower() in ("1", "true", "yes", "on")
+    return parse_bool(text)  # the one boolean rule (wikiedm.config)
 
 
 def linker_config(argv: list[str], prog: str):

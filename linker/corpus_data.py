@@ -33,7 +33,7 @@ class MentionExample:
 
 def load_corpus_tokenizer(corpus_dir: str):
     """The tokenizer the corpus job saved (OUT/tokenizer), for decoding passages."""
-    from pipelines.corpus.tokenizer import load_tokenizer
+    from wikiedm.tokenizer import load_tokenizer
 
     return load_tokenizer(f"{corpus_dir.rstrip('/')}/tokenizer")
 
@@ -58,7 +58,7 @@ def passage_examples(row: dict, decode, sources: Sequence[str] = (HYPERLINK,)) -
 
 
 def split_files(corpus_dir: str, split: str) -> list[str]:
-    from pipelines import storage
+    from wikiedm import storage
 
     files = [p for p in storage.list_files(storage.join(corpus_dir, "passages"))
              if p.rsplit("/", 1)[-1].startswith(f"{split}-") and p.endswith(".parquet")]
@@ -92,11 +92,9 @@ def iter_examples(corpus_dir: str, split: str, sources: Sequence[str] = (HYPERLI
 
 
 def _open(path: str):
-    if "://" not in path:
-        return open(path, "rb")
-    from apache_beam.io.filesystems import FileSystems
+    from wikiedm import storage
 
-    return FileSystems.open(path)
+    return storage.open_read(path)
 
 
 def shuffled(items: Iterable, buffer_size: int, seed: int) -> Iterator:

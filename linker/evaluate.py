@@ -123,7 +123,7 @@ def evaluate_linker(linker, examples: Sequence[MentionExample], ks: Sequence[int
 def main(argv: list[str] | None = None) -> int:
     from linker.corpus_data import examples_with_fallback
     from linker.link import Linker, LinkerConfig
-    from pipelines.config import parse_config
+    from wikiedm.config import parse_config
 
     extra = argparse.ArgumentParser(prog="linker.evaluate", add_help=False)
     extra.add_argument("--split", default="validation", help="passages split: validation or train (train when validation has no hyperlink)")

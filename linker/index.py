@@ -23,9 +23,11 @@ import hashlib
 import json
 import logging
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 import numpy as np
+
+from wikiedm.fields import option
 
 log = logging.getLogger(__name__)
 
@@ -37,12 +39,12 @@ META_FILE = "meta.json"
 
 @dataclass(frozen=True, slots=True)
 class IndexConfig:
-    kind: str = field(default="auto", metadata={"help": "exact, hnsw, blink_hnsw, blink_flat (BLINK's FAISS files of --kb blink:DIR), or auto: BLINK's HNSW/flat file when the KB has one, else hnsw from hnsw_min_entities entities on (when faiss is installed)"})
-    chunk_rows: int = field(default=65536, metadata={"help": "entity rows per block of exact search (memory: queries x chunk_rows floats)"})
-    hnsw_min_entities: int = field(default=500_000, metadata={"help": "auto picks hnsw from this many entities on"})
-    hnsw_m: int = field(default=32, metadata={"help": "HNSW graph degree (BLINK: 128; 32 builds faster for a small recall loss)"})
-    hnsw_ef_construction: int = field(default=200, metadata={"help": "HNSW efConstruction"})
-    hnsw_ef_search: int = field(default=256, metadata={"help": "HNSW efSearch (higher: better recall, slower)"})
+    kind: str = option("auto", "exact, hnsw, blink_hnsw, blink_flat (BLINK's FAISS files of --kb blink:DIR), or auto: BLINK's HNSW/flat file when the KB has one, else hnsw from hnsw_min_entities entities on (when faiss is installed)")
+    chunk_rows: int = option(65536, "entity rows per block of exact search (memory: queries x chunk_rows floats)")
+    hnsw_min_entities: int = option(500_000, "auto picks hnsw from this many entities on")
+    hnsw_m: int = option(32, "HNSW graph degree (BLINK: 128; 32 builds faster for a small recall loss)")
+    hnsw_ef_construction: int = option(200, "HNSW efConstruction")
+    hnsw_ef_search: int = option(256, "HNSW efSearch (higher: better recall, slower)")
 
 
 def top_k_rows(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

@@ -36,7 +36,7 @@ import json
 import logging
 import os
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -46,7 +46,7 @@ from linker.combine import COMBINED, PRIOR, CandidateSet, Combiner, fit_combiner
 from linker.index import EncodingsMeta, EncodingsWriter, IndexConfig, load_encodings, open_index, read_meta
 from linker.inputs import ContextText, cross_ids
 from linker.mentions import DetectedSpan, DetectorConfig, MentionDetector
-from wikiedm.fields import option as _opt
+from wikiedm.fields import option
 
 log = logging.getLogger(__name__)
 
@@ -59,29 +59,29 @@ KB_DIR = "kb"
 
 @dataclass
 class LinkerConfig:
-    model: str = _opt("", "model folder: biencoder*.bin + .json, vocab.txt, optional crossencoder*.bin (BLINK's release or linker.train's output)")
-    corpus: str = _opt("", "corpus output folder (OUT): entity_vocab/, entity_descriptions/, alias_table/, passages/ (optional with --kb blink:DIR)")
-    kb: str = _opt("", "knowledge base: '' = the corpus's entities (encoded by the model); blink:DIR = BLINK's entity.jsonl + all_entities_large.t7 (+ faiss_*_index.pkl) used as they are")
-    kb_unmapped: str = _opt("drop", "BLINK entities with no corpus entity (by title or redirect): drop (not linkable) or keep (linked under their BLINK title, entity_id -1)")
-    vocab: str = _opt("", "WordPiece vocab.txt when not in the model folder (bert-large-uncased's for BLINK's release)")
-    encodings: str = _opt("", "folder of everything prepared for the workers; '': MODEL/entity_encodings/<corpus fingerprint> (corpus KB), DIR/wikiedm/<corpus fingerprint> (BLINK KB)")
-    top_k: int = _opt(10, "entities retrieved per mention by the bi-encoder (BLINK's top_k)")
-    alias_candidates: int = _opt(5, "most linked alias-table entities added to the retrieved ones (0: none)")
-    crossencoder: str = _opt("auto", "re-rank with the model folder's cross-encoder: auto (when present), yes, no")
-    fast: bool = _opt(False, "bi-encoder only, as BLINK's --fast (same as --crossencoder no)")
-    rerank_top_k: int = _opt(10, "bi-encoder candidates the cross-encoder re-scores (with the alias candidates)")
-    combiner: str = _opt("fitted", "final score: fitted (model + prior, weights fitted on the corpus's validation hyperlinks), default (unfitted weights), prior (alias prior, model when none), model (BLINK's ranking alone)")
-    fit_mentions: int = _opt(2000, "validation hyperlinks the combination is fitted on (0: all)")
-    threshold: float = _opt(0.5, "least final probability of a linked mention (link, link_mentions and the corpus job's BLINK labels)")
-    batch_size: int = _opt(32, "mention contexts per bi-encoder batch")
-    encode_batch_size: int = _opt(64, "entity descriptions per batch when building encodings")
-    alias_min_count: int = _opt(0, "alias-table anchors used fewer times are ignored (titles and redirects are kept)")
-    alias_top_k: int = _opt(64, "aliases kept per entity in the alias candidate index (titles and redirects first, then the most linked)")
-    alias_max_candidates: int = _opt(64, "entities kept per alias in the alias candidate index (most linked first)")
-    torch_threads: int = _opt(0, "torch CPU threads; 0: torch's default (use 1 per worker when workers share cores)")
-    device: str = _opt("cpu", "torch device of the models: cpu, cuda, cuda:1, or auto")
-    index: IndexConfig = field(default_factory=IndexConfig, metadata={"help": "candidate index"})
-    detector: DetectorConfig = field(default_factory=DetectorConfig, metadata={"help": "mention detection"})
+    model: str = option("", "model folder: biencoder*.bin + .json, vocab.txt, optional crossencoder*.bin (BLINK's release or linker.train's output)")
+    corpus: str = option("", "corpus output folder (OUT): entity_vocab/, entity_descriptions/, alias_table/, passages/ (optional with --kb blink:DIR)")
+    kb: str = option("", "knowledge base: '' = the corpus's entities (encoded by the model); blink:DIR = BLINK's entity.jsonl + all_entities_large.t7 (+ faiss_*_index.pkl) used as they are")
+    kb_unmapped: str = option("drop", "BLINK entities with no corpus entity (by title or redirect): drop (not linkable) or keep (linked under their BLINK title, entity_id -1)")
+    vocab: str = option("", "WordPiece vocab.txt when not in the model folder (bert-large-uncased's for BLINK's release)")
+    encodings: str = option("", "folder of everything prepared for the workers; '': MODEL/entity_encodings/<corpus fingerprint> (corpus KB), DIR/wikiedm/<corpus fingerprint> (BLINK KB)")
+    top_k: int = option(10, "entities retrieved per mention by the bi-encoder (BLINK's top_k)")
+    alias_candidates: int = option(5, "most linked alias-table entities added to the retrieved ones (0: none)")
+    crossencoder: str = option("auto", "re-rank with the model folder's cross-encoder: auto (when present), yes, no")
+    fast: bool = option(False, "bi-encoder only, as BLINK's --fast (same as --crossencoder no)")
+    rerank_top_k: int = option(10, "bi-encoder candidates the cross-encoder re-scores (with the alias candidates)")
+    combiner: str = option("fitted", "final score: fitted (model + prior, weights fitted on the corpus's validation hyperlinks), default (unfitted weights), prior (alias prior, model when none), model (BLINK's ranking alone)")
+    fit_mentions: int = option(2000, "validation hyperlinks the combination is fitted on (0: all)")
+    threshold: float = option(0.5, "least final probability of a linked mention (link, link_mentions and the corpus job's BLINK labels)")
+    batch_size: int = option(32, "mention contexts per bi-encoder batch")
+    encode_batch_size: int = option(64, "entity descriptions per batch when building encodings")
+    alias_min_count: int = option(0, "alias-table anchors used fewer times are ignored (titles and redirects are kept)")
+    alias_top_k: int = option(64, "aliases kept per entity in the alias candidate index (titles and redirects first, then the most linked)")
+    alias_max_candidates: int = option(64, "entities kept per alias in the alias candidate index (most linked first)")
+    torch_threads: int = option(0, "torch CPU threads; 0: torch's default (use 1 per worker when workers share cores)")
+    device: str = option("cpu", "torch device of the models: cpu, cuda, cuda:1, or auto")
+    index: IndexConfig = option(IndexConfig(), "candidate index")
+    detector: DetectorConfig = option(DetectorConfig(), "mention detection")
 
     def validate(self) -> None:
         from linker.kb import parse_kb_spec

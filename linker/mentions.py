@@ -19,10 +19,11 @@ first-stage candidate list BLINK's retrieval is merged with.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Sequence
 
 from linker.catalogue import AliasCandidate, AliasIndex, alias_key
+from wikiedm.fields import option
 
 log = logging.getLogger(__name__)
 
@@ -34,12 +35,12 @@ NUMERIC_NER_LABELS = frozenset({"DATE", "TIME", "PERCENT", "MONEY", "QUANTITY", 
 
 @dataclass(frozen=True, slots=True)
 class DetectorConfig:
-    language: str = field(default="en", metadata={"help": "language code of the text: spaCy's tokenizer rules and the stopword list"})
-    spacy_model: str = field(default="auto", metadata={"help": "trained spaCy pipeline for NER spans (package name or path); 'auto': {lang}_core_web_sm, else any installed pipeline of the language with NER; 'none': tokenizer only"})
-    max_mention_tokens: int = field(default=8, metadata={"help": "longest alias span tried, in spaCy tokens"})
-    min_alias_chars: int = field(default=3, metadata={"help": "shorter alias matches are not mentions (2 for zh/ja/ko/th)"})
-    stopwords: str = field(default="", metadata={"help": "stopword list (see --labels.stopwords of the corpus job); '': 'en,<language>'"})
-    ner_labels: tuple = field(default=(), metadata={"help": "NER labels kept; empty: all but numeric types"})
+    language: str = option("en", "language code of the text: spaCy's tokenizer rules and the stopword list")
+    spacy_model: str = option("auto", "trained spaCy pipeline for NER spans (package name or path); 'auto': {lang}_core_web_sm, else any installed pipeline of the language with NER; 'none': tokenizer only")
+    max_mention_tokens: int = option(8, "longest alias span tried, in spaCy tokens")
+    min_alias_chars: int = option(3, "shorter alias matches are not mentions (2 for zh/ja/ko/th)")
+    stopwords: str = option("", "stopword list (see --labels.stopwords of the corpus job); '': 'en,<language>'")
+    ner_labels: tuple = option((), "NER labels kept; empty: all but numeric types")
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +103,7 @@ class MentionDetector:
     """Finds mention spans in text with spaCy and the alias table."""
 
     def __init__(self, aliases: AliasIndex | None, config: DetectorConfig | None = None) -> None:
-        from pipelines.corpus.stopwords import resolve_stopwords, stopword_spec_for_language
+        from wikiedm.stopwords import resolve_stopwords, stopword_spec_for_language
 
         self.aliases = aliases
         self.config = config or DetectorConfig()

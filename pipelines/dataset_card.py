@@ -22,9 +22,9 @@ import sys
 
 import yaml
 
-from pipelines import storage
 from schemas import PASSAGE_SCHEMA, SPECIAL_ENTITIES, passage_schema
 from schemas.corpus import MENTION_SOURCES
+from wikiedm import storage
 
 CARD = "README.md"
 LICENSE = "cc-by-sa-4.0"  # Wikipedia's text is CC BY-SA; a derived corpus carries the same licence
@@ -300,11 +300,11 @@ def write_dataset_card(output: str, manifest: dict | None = None, *, dump_date: 
     """Write ``OUT/README.md`` for the corpus in ``output`` (local or gs://) and return its path.
 
     ``manifest``: the run's manifest when the caller has it (the job's last step); read from
-    ``OUT/manifest.json`` otherwise (raises ``pipelines.validate.InvalidOutputError`` if missing).
+    ``OUT/manifest.json`` otherwise (raises ``wikiedm.validate.InvalidOutputError`` if missing).
     ``dump_date``: YYYYMMDD, when the input's file name does not carry it (a renamed local dump).
     """
     if manifest is None:
-        from pipelines.validate import load_manifest
+        from wikiedm.validate import load_manifest
 
         manifest = load_manifest(output)
     if dump_date:
@@ -319,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("output", help="corpus folder (local or gs://) with manifest.json")
     parser.add_argument("--dump_date", default="", help="YYYYMMDD, when the input's file name lacks it")
     args = parser.parse_args(argv)
-    from pipelines.validate import InvalidOutputError
+    from wikiedm.validate import InvalidOutputError
 
     try:
         print(write_dataset_card(args.output, dump_date=args.dump_date))

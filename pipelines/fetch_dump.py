@@ -33,7 +33,7 @@ import uuid
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from pipelines import storage
+from wikiedm import storage
 
 log = logging.getLogger("fetch_dump")
 

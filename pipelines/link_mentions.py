@@ -37,13 +37,12 @@ from dataclasses import dataclass
 import apache_beam as beam
 from apache_beam.options.pipeline_options import StandardOptions
 
-from linker.link import LinkerConfig, prepare_linker
-from pipelines import storage
-from pipelines.config import parse_config
 from pipelines.launch import beam_options, configure_logging
-from pipelines.transforms.blink import LinkRecords, RecordOptions
+from pipelines.transforms.blink import LinkerConfig, LinkRecords, RecordOptions, prepare_linker
 from pipelines.transforms.stats import SumStats
-from wikiedm.fields import option as _opt
+from wikiedm import storage
+from wikiedm.config import parse_config
+from wikiedm.fields import option
 
 log = logging.getLogger("link_mentions")
 
@@ -52,13 +51,13 @@ log = logging.getLogger("link_mentions")
 class LinkMentionsConfig(LinkerConfig):
     """The linker's options (model, corpus, top_k, crossencoder, detector.*, index.*) plus the job's."""
 
-    input: str = _opt("", "JSONL file(s) (a glob; local or gs://...), one JSON object per line")
-    output: str = _opt("", "output folder")
-    text_field: str = _opt("text", "record field holding the text to link")
-    mentions_field: str = _opt("mentions", "record field the mentions are written to")
-    tokenizer: str = _opt("", "tokenizer for token spans and token_ids ('gpt2-bpe', OUT/tokenizer, a local path); '': none")
-    num_shards: int = _opt(1, "output JSONL shards")
-    records_per_batch: int = _opt(32, "records linked together (bi-encoder batches span records)")
+    input: str = option("", "JSONL file(s) (a glob; local or gs://...), one JSON object per line")
+    output: str = option("", "output folder")
+    text_field: str = option("text", "record field holding the text to link")
+    mentions_field: str = option("mentions", "record field the mentions are written to")
+    tokenizer: str = option("", "tokenizer for token spans and token_ids ('gpt2-bpe', OUT/tokenizer, a local path); '': none")
+    num_shards: int = option(1, "output JSONL shards")
+    records_per_batch: int = option(32, "records linked together (bi-encoder batches span records)")
 
     def validate(self) -> None:
         super().validate()

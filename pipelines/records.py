@@ -6,30 +6,14 @@ default pickling of slotted dataclasses, which matters for an Article with
 hundreds of links crossing two shuffles. Pure logic modules
 (``pipelines.dump``, ``pipelines.wikitext``, ``pipelines.corpus``) produce and
 consume these; the Beam transforms in ``pipelines.transforms`` only move them
-around.
+around. The records shared with the trainer and the linker (:class:`Mention`)
+live in :mod:`wikiedm.records`.
 """
 from __future__ import annotations
 
-import operator
 from dataclasses import dataclass, field
 
-
-class _PicklesAsTuple:
-    """Pickle a slotted dataclass as (class, its field values), like a tuple."""
-
-    __slots__ = ()
-    _field_values: operator.attrgetter
-
-    def __reduce__(self):
-        return type(self), self._field_values(self)
-
-
-def _pickles_as_tuple(cls):
-    """Class decorator (outermost, after @dataclass): set up the fast __reduce__."""
-    names = tuple(cls.__dataclass_fields__)
-    getter = operator.attrgetter(*names)
-    cls._field_values = staticmethod((lambda obj: (getter(obj),)) if len(names) == 1 else getter)
-    return cls
+from wikiedm.records import Mention, _pickles_as_tuple, _PicklesAsTuple  # noqa: F401 - re-exported
 
 
 @_pickles_as_tuple
@@ -116,18 +100,6 @@ class Article(_PicklesAsTuple):
     text: str
     links: list[LinkMention] = field(default_factory=list)
     revision_id: int | None = None  # picks the latest of duplicate page ids in a broken dump
-
-
-@_pickles_as_tuple
-@dataclass(slots=True)
-class Mention(_PicklesAsTuple):
-    """A labelled mention in character offsets of the article text."""
-
-    start: int
-    end: int
-    surface: str
-    entity: str  # resolved entity title
-    source: str  # one of schemas.corpus.MENTION_SOURCES
 
 
 @_pickles_as_tuple

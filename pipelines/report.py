@@ -17,8 +17,8 @@ from collections import Counter
 import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
-from pipelines import storage
 from schemas.corpus import MENTION_SOURCES
+from wikiedm import storage
 
 SOURCES = MENTION_SOURCES
 

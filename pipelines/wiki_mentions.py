@@ -31,8 +31,7 @@ from operator import itemgetter
 import apache_beam as beam
 from apache_beam.options.pipeline_options import StandardOptions, TestOptions
 
-from pipelines import storage
-from pipelines.config import WikiMentionsConfig, parse_config
+from pipelines.config import WikiMentionsConfig
 from pipelines.corpus.descriptions import first_paragraph
 from pipelines.corpus.labels import LabelConfig
 from pipelines.dump import DumpError, default_index_path, plan_read_ranges, read_siteinfo
@@ -46,6 +45,8 @@ from pipelines.transforms.stats import SumStats
 from pipelines.transforms.write import SaveTokenizerFn, ShardSpec, WriteManifestFn, WriteShards
 from pipelines.wikitext import DisambiguationConfig
 from schemas import passage_schema
+from wikiedm import storage
+from wikiedm.config import parse_config
 
 log = logging.getLogger("wiki_mentions")
 
@@ -292,8 +293,7 @@ def run(argv: list[str] | None = None) -> int:
         # run completes, the folder reads as incomplete (never old + new).
         storage.delete_files([manifest_path])
     if cfg.blink_model:  # the linker's KB, encodings, alias candidate index and combination: built once, here
-        from linker.link import prepare_linker
-        from pipelines.transforms.blink import corpus_job_linker_config
+        from pipelines.transforms.blink import corpus_job_linker_config, prepare_linker
 
         prepare_linker(corpus_job_linker_config(cfg, site.language))
     runner = options.view_as(StandardOptions).runner

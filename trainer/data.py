@@ -64,7 +64,7 @@ class Corpus:
 
 def open_corpus(path: str | Path, verify_sha256: bool = True) -> Corpus:
     """Check the pipeline's output contract before any training step; raise CorpusError naming the problem."""
-    from pipelines.validate import InvalidOutputError, validate_output
+    from wikiedm.validate import InvalidOutputError, validate_output
 
     root = Path(path)
     if not root.is_dir():

@@ -23,7 +23,7 @@ import torch
 import torch.distributed as dist
 
 from trainer import checkpoint
-from trainer.config import Config, config_json, dump_config, help_text, load_config
+from trainer.config import Config, config_json, config_parser, dump_config, validate
 from trainer.data import (
     Collator,
     CorpusError,
@@ -38,32 +38,20 @@ from trainer.jit_ops import prebuild_deepspeed_comm_op
 from trainer.memory import zero_table_traffic_bytes
 from trainer.metrics import MetricsLog, StepAccumulator, Timer, flops_per_step, peak_flops, plot_losses, summarize
 from trainer.model import EDMem, EDMemSpec
+from wikiedm.config import ConfigError
 
 MODEL_INPUTS = ("input_ids", "attention_mask", "decoder_input_ids", "labels", "entity_ids", "decoder_entity_ids",
                 "masked_mentions", "decoder_masked_mentions")
 
 
 def parse_args(argv: list[str]) -> Config:
-    config_path, rest = None, []
-    i = 0
-    while i < len(argv):
-        arg = argv[i]
-        if arg in ("-h", "--help", "--help-config"):
-            print(__doc__ + "\n" + help_text())
-            raise SystemExit(0)
-        if arg == "--deepspeed" and (i + 1 == len(argv) or argv[i + 1].startswith("--")):
-            i += 1  # the launcher convention's bare flag: DeepSpeed is always on here
-            continue
-        if arg.startswith("--local_rank"):  # added by the deepspeed launcher; LOCAL_RANK is in the environment too
-            i += 1 if "=" in arg else 2
-            continue
-        if arg == "--config" or arg.startswith("--config="):
-            config_path = arg.split("=", 1)[1] if "=" in arg else argv[i + 1]
-            i += 1 if "=" in arg else 2
-            continue
-        rest.append(arg)
-        i += 1
-    return load_config(config_path, rest)
+    """The command line (wikiedm.config's shared parser; ``--help-config`` lists every key)."""
+    try:
+        cfg, _ = config_parser(prog="trainer/pretrain.py", description=__doc__).parse(argv)
+    except ConfigError as exc:
+        raise SystemExit(str(exc)) from None
+    validate(cfg)
+    return cfg
 
 
 def deepspeed_config(cfg: Config, world_size: int, universal: bool) -> dict:

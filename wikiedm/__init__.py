@@ -7,5 +7,8 @@ The data flow, and the package that holds each step:
     corpus KB + BLINK models -> entity links                               linker/     (BLINK-compatible)
     one dump date -> one published corpus partition                        dags/       (Airflow)
 
-``wikiedm`` (:mod:`wikiedm.cli`) is the one command over all of them.
+This base package sits under all of them and imports none of them (nor Beam): storage,
+output validation, tokenizer loading, stopwords, the shared records, and the one config mechanism
+(:mod:`wikiedm.config`, fields declared with :func:`wikiedm.fields.option`). ``wikiedm``
+(:mod:`wikiedm.cli`) is the one command over all of them.
 """

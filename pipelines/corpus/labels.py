@@ -72,10 +72,10 @@ from typing import Iterable, Sequence
 import ahocorasick
 
 from pipelines.corpus.alias_table import SOURCE_REDIRECT, SOURCE_TITLE
-from pipelines.corpus.stopwords import resolve_stopwords, stopword_spec_for_language
-from pipelines.records import Mention
 from schemas.corpus import MentionSource
-from wikiedm.fields import option as _opt
+from wikiedm.fields import option
+from wikiedm.records import Mention
+from wikiedm.stopwords import resolve_stopwords, stopword_spec_for_language
 
 LINKED = "linked"
 TITLE = "title"
@@ -140,104 +140,104 @@ class AliasCandidate:
 class LabelConfig:
     """Switches and thresholds of the missing-mention labeller (CLI flags)."""
 
-    min_alias_chars: int = _opt(
+    min_alias_chars: int = option(
         3,
         "Aliases shorter than this many characters are never used. 3 keeps 'USA', 'BBC', 'Ulm' and "
         "drops 'US', 'UK', 'Li', which collide with abbreviations and words; use 2 for Chinese, "
         "Japanese, Korean, Thai (LabelConfig.for_language does).",
     )
-    min_alias_count: int = _opt(
+    min_alias_count: int = option(
         1,
         "An alias used fewer times than this as anchor text for the entity is rare and not used. "
         "1 = every anchor in the alias table, as in EDMem. The entity's own title (also without a "
         "'(qualifier)') and, with trust_redirects, its redirects are exempt: they are curated names.",
     )
-    min_prior: float = _opt(
+    min_prior: float = option(
         0.01,
         "Aliases with p(entity | alias) below this are not used for that entity (same default as "
         "wikipedia2vec): drops anchors that almost always mean something else. Titles and trusted "
         "redirects are exempt.",
     )
-    stopwords: str = _opt(
+    stopwords: str = option(
         "en",
         "Aliases that are stopwords (case-insensitively) are never used. Comma-separated built-in "
         "language codes (en, de, fr, es, it, pt, nl, ru, uk, pl, sv) and/or paths of UTF-8 files "
         "with one word per line; 'none' for no list. LabelConfig.for_language picks 'en,<lang>'.",
     )
-    ambiguity: str = _opt(
+    ambiguity: str = option(
         "page",
         "When one alias fits two candidate entities of the page: 'page' labels the one the page itself "
         "links with that text (several: the nearest such link before the occurrence), else as 'prior'; "
         "'prior' labels the entity with the higher p(entity | alias) (ties: first title alphabetically); "
         "'skip' labels neither.",
     )
-    case_sensitive: bool = _opt(
+    case_sensitive: bool = option(
         True,
         "Match aliases with their exact case. True avoids labelling common words ('bush', 'apple') "
         "with the entities their capitalised forms name.",
     )
-    label_title_entity: bool = _opt(True, "Label aliases of the page's own title entity ('title_alias').")
-    label_linked_entities: bool = _opt(
+    label_title_entity: bool = option(True, "Label aliases of the page's own title entity ('title_alias').")
+    label_linked_entities: bool = option(
         True, "Label aliases of entities hyperlinked in the same page ('same_page_alias')."
     )
-    label_numbers: bool = _opt(
+    label_numbers: bool = option(
         True,
         "Label unlinked occurrences of the page's own letterless anchor texts ('[[1880]]', then "
         "'1880 року') with the entity the page links them to ('same_page_number'), at number "
         "boundaries. Only matters with require_letter, which keeps numbers out of the other rules.",
     )
-    trust_redirects: bool = _opt(
+    trust_redirects: bool = option(
         True,
         "Redirect names of an entity (alias-table source 'redirect') are used even when never an "
         "anchor (count 0, prior 0), like the title: 'NYC' -> 'New York City'.",
     )
-    require_letter: bool = _opt(
+    require_letter: bool = option(
         True,
         "Skip aliases without any letter ('1990', '3:16', '100'): numbers are linked inconsistently "
         "and labelling every occurrence mostly adds noise.",
     )
-    top_aliases_per_page: int = _opt(
+    top_aliases_per_page: int = option(
         64,
         "Each page receives this many aliases of every entity it refers to, the best first (its title, "
         "then the most-used anchor texts: pipelines.corpus.candidates.alias_rank), plus every alias the "
         "page itself uses as anchor text for that entity. Bounds the label join's volume per page.",
     )
-    max_aliases_per_entity: int = _opt(
+    max_aliases_per_entity: int = option(
         65536,
         "At most this many aliases of one entity (the best by alias_rank, after the filters) are used for "
         "labels at all: the bound of the label join's table side (a hub entity of full English Wikipedia "
         "has thousands of anchor texts). A page's own anchors are looked up among them.",
     )
-    language: str = _opt(
+    language: str = option(
         "",
         "The wiki's language code ('en', 'uk', 'simple'; '' = unknown). The job sets it from the dump's "
         "siteinfo. Gates the English-only variant rules (label_plural_variants, label_possessive_variants): "
         "they run only for 'en' and 'simple'.",
     )
-    title_case: str = _opt(
+    title_case: str = option(
         FIRST_LETTER,
         "The wiki's title case rule, siteinfo <case>: 'first-letter' (titles ignore their first letter's "
         "case: [[cultivar]] is the page Cultivar) or 'case-sensitive'. The job sets it from the dump. "
         "label_case_variants runs only on first-letter wikis.",
     )
-    label_case_variants: bool = _opt(
+    label_case_variants: bool = option(
         True,
         "On first-letter wikis, also label an alias of a same-page or title entity with its first letter's "
         "case swapped ('cultivar' -> 'Cultivar', 'Epilepsy' -> 'epilepsy'), in any script with case "
         "('alias_first_letter_case'). Only in text the exact rules left free.",
     )
-    label_plural_variants: bool = _opt(
+    label_plural_variants: bool = option(
         True,
         "English wikis only (language): also label the singular or plural of an alias whose last word is "
         "a lower-case noun ('rootstocks' -> 'rootstock', 'cultivar' -> 'cultivars'), also after a "
         "first-letter case swap ('alias_plural_en'). Only in text the exact rules left free.",
     )
-    label_possessive_variants: bool = _opt(
+    label_possessive_variants: bool = option(
         True,
         "English wikis only (language): an alias ending in 's ('Pinckney's') also labels its base "
         "('Pinckney') ('alias_possessive_en'); 'Paris' is found in 'Paris's' without it.",
     )
-    match_unspaced_scripts: bool = _opt(
+    match_unspaced_scripts: bool = option(
         True,
         "In scripts written without spaces (Han, Kana, Thai, Lao, Khmer, Myanmar, Tibetan) match "
         "aliases at any character, since there are no word boundaries to check; when False such "

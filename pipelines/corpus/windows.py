@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from pipelines.corpus.tokenizer import TokenMention
+from wikiedm.tokenizer import TokenMention
 
 
 @dataclass(slots=True)

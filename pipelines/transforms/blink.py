@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import apache_beam as beam
 from apache_beam.utils.shared import Shared
 
+from linker.link import Linker, LinkerConfig, prepare_linker  # noqa: F401 - the one place pipelines import linker
 from pipelines.records import LabeledArticle, Mention
 from pipelines.transforms.stats import STATS, CountingDoFn
 from schemas.corpus import MentionSource
@@ -81,8 +82,6 @@ class _LinkerDoFn(CountingDoFn):
         self.linker = None
 
     def setup(self) -> None:
-        from linker.link import Linker
-
         config = self.linker_config
 
         class _Holder:  # Shared needs a weak-referenceable object
@@ -114,8 +113,7 @@ def blink_linker_config(model: str, corpus: str, language: str = "en", config_fi
     detection in the dump's language (the text labelled is the dump's); ``overrides`` (kb, threshold) win."""
     import dataclasses
 
-    from linker.link import LinkerConfig
-    from pipelines.config import parse_config
+    from wikiedm.config import parse_config
 
     base, rest = parse_config(LinkerConfig, ["--config", config_file] if config_file else [])
     if rest:
@@ -190,7 +188,7 @@ class LinkRecordsFn(_LinkerDoFn):
     def setup(self) -> None:
         super().setup()
         if self.options.tokenizer:
-            from pipelines.corpus.tokenizer import load_tokenizer
+            from wikiedm.tokenizer import load_tokenizer
 
             self.tokenizer = load_tokenizer(self.options.tokenizer)
 
@@ -235,7 +233,7 @@ class LinkRecordsFn(_LinkerDoFn):
             yield record
 
     def token_spans(self, text: str, linked) -> tuple[dict, list[int]]:
-        from pipelines.corpus.tokenizer import tokenize_with_mentions
+        from wikiedm.tokenizer import tokenize_with_mentions
 
         mentions = [Mention(lm.start, lm.end, lm.surface, lm.entity, BLINK) for lm in linked]
         tokenized = tokenize_with_mentions(text, mentions, self.tokenizer)

@@ -25,13 +25,13 @@ from pipelines.corpus.alias_table import clean_alias
 from pipelines.corpus.candidates import RankedAliases, alias_rank, usable_alias
 from pipelines.corpus.labels import LINKED, TITLE, LabelConfig, label_page
 from pipelines.corpus.split import split_of
-from pipelines.corpus.tokenizer import load_encoder, tokenize_with_mentions
 from pipelines.corpus.windows import cut_windows
 from pipelines.records import Article, LabeledArticle, Mention
 from pipelines.transforms.joins import BYTES_SAMPLE, GroupJoinFn, LookupJoin, encoded_size, in_bytes_sample
 from pipelines.transforms.stats import STATS, CountingDoFn
 from schemas import UNK_ENTITY_ID
 from schemas.corpus import MentionSource
+from wikiedm.tokenizer import load_encoder, tokenize_with_mentions
 
 HYPERLINK = MentionSource.HYPERLINK
 

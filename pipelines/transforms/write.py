@@ -26,11 +26,12 @@ from dataclasses import dataclass
 import apache_beam as beam
 import pyarrow as pa
 
-from pipelines import storage
-from pipelines.corpus.tokenizer import load_tokenizer, save_tokenizer
 from pipelines.external_sort import ExternalSorter
 from schemas import SCHEMAS
 from schemas.corpus import MENTION_SOURCES
+from wikiedm import storage
+from wikiedm.tokenizer import load_tokenizer, save_tokenizer
+from wikiedm.validate import schema_fingerprint
 
 log = logging.getLogger(__name__)
 
@@ -276,8 +277,3 @@ class WriteManifestFn(beam.DoFn):
 
         write_dataset_card(self.output, manifest)
         yield storage.join(self.output, storage.MANIFEST)
-
-
-def schema_fingerprint(schema: pa.Schema) -> str:
-    """A short digest of a schema's fields, to check files against the manifest."""
-    return hashlib.sha256(schema.remove_metadata().to_string().encode()).hexdigest()[:16]

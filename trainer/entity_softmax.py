@@ -132,6 +132,92 @@ def _compute_dtype(*tensors: torch.Tensor) -> torch.dtype:
     return torch.float64 if any(t.dtype == torch.float64 for t in tensors) else torch.float32
 
 
+def _scratch(n: int, dtype: torch.dtype, device) -> torch.Tensor:
+    return torch.empty(n, dtype=dtype, device=device)
+
+
+def _block_view(buf: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
+    """A contiguous [rows, cols] view of the scratch buffer (the last block is narrower)."""
+    return buf[:rows * cols].view(rows, cols)
+
+
+def _forward_blocks(q_all, rows, row_start: int, block_size: int, with_read: bool, dtype):
+    """One pass over this rank's rows: running max, sum of exp, exp-weighted sum of rows and argmax.
+
+    Per block: one product for the scores into a reused buffer, exp in place, one addmm into the
+    running read. 2 x M x N x D multiply-adds with the read, M x N x D without.
+    """
+    m_all, n_local, dev = q_all.shape[0], rows.shape[0], q_all.device
+    running_max = torch.full((m_all,), float("-inf"), dtype=dtype, device=dev)
+    running_sum = torch.zeros(m_all, dtype=dtype, device=dev)
+    running_read = torch.zeros(m_all, rows.shape[1] if with_read else 0, dtype=dtype, device=dev)
+    top1 = torch.zeros(m_all, dtype=torch.long, device=dev)
+    buf = _scratch(m_all * min(block_size, max(n_local, 1)), dtype, dev)
+    for start in range(0, n_local, block_size):
+        block = rows[start:start + block_size].to(dtype)
+        scores = _block_view(buf, m_all, block.shape[0])
+        with torch.autocast(dev.type, enabled=False):  # the backward recomputes in `dtype`: so must the forward
+            torch.mm(q_all, block.T, out=scores)  # [M, B]: the only score tensor alive at any time
+        block_max, block_arg = scores.max(dim=1)
+        new_max = torch.maximum(running_max, block_max)
+        top1 = torch.where(block_max > running_max, block_arg + (row_start + start), top1)
+        rescale = torch.exp(running_max - new_max)
+        weights = scores.sub_(new_max[:, None]).exp_()
+        running_sum.mul_(rescale).add_(weights.sum(dim=1))
+        if with_read:
+            with torch.autocast(dev.type, enabled=False):
+                running_read.mul_(rescale[:, None]).addmm_(weights, block)
+        running_max = new_max
+    return running_max, running_sum, running_read, top1
+
+
+def _backward_blocks(q_all, rows, lse_all, g_l, g_t, local_targets, g_r, g_r_dot_read, block_size: int, grad_q,
+                     grad_rows, accumulate: bool):
+    """The recomputing backward over this rank's rows: adds into grad_q [M, D]; writes grad_rows [N_r, D]
+    (adds into it when ``accumulate``).
+
+    With the read (g_r given), per block of rows E_b:
+        [S; G] = [q; g_r] E_b^T                one product (the recomputed scores and g_r . e_i)
+        A = exp(S - lse),  dS = A (g_l + G - g_r . read) + g_t at each own target    in place
+        grad_q += dS E_b                       one addmm
+        grad_rows_b = [A; dS]^T [g_r; q]       one product, straight into the gradient's rows
+    so 5 x M x N x D multiply-adds in three products per block (3 without the read). The target
+    score's gradient rides in dS (it is d s_target), so there is no gather or index_add over the
+    table, and every row of grad_rows is written by exactly one product: no zero-fill either.
+    """
+    m_all, n_local, dev, dtype = q_all.shape[0], rows.shape[0], q_all.device, lse_all.dtype
+    with_read = g_r is not None
+    if with_read:
+        lhs = torch.cat([q_all, g_r], 0)  # [2M, D]
+        rhs = torch.cat([g_r, q_all], 0)  # [2M, D]: pairs with [A; dS]
+        shift = (g_l - g_r_dot_read)[:, None]
+    else:
+        lhs = rhs = q_all
+    buf = _scratch(lhs.shape[0] * min(block_size, max(n_local, 1)), dtype, dev)
+    for start in range(0, n_local, block_size):
+        block = rows[start:start + block_size].to(dtype)
+        width = block.shape[0]
+        prod = _block_view(buf, lhs.shape[0], width)
+        torch.mm(lhs, block.T, out=prod)
+        alpha = prod[:m_all].sub_(lse_all[:, None]).exp_()  # the recomputed softmax, [M, B]
+        if with_read:
+            grad_scores = prod[m_all:].add_(shift).mul_(alpha)
+            weighted = prod  # [A; dS], pairs with rhs = [g_r; q]
+        else:
+            grad_scores = weighted = alpha.mul_(g_l[:, None])
+        here = (local_targets >= start) & (local_targets < start + width)
+        if bool(here.any()):  # one entry per mention: its target's score gradient
+            m_idx = torch.nonzero(here, as_tuple=True)[0]
+            grad_scores[m_idx, local_targets[m_idx] - start] += g_t[m_idx]
+        grad_q.addmm_(grad_scores, block)
+        if grad_rows is not None:
+            out = grad_rows[start:start + width]
+            if accumulate:
+                out.addmm_(weighted.T, rhs)
+            else:
+                torch.mm(weighted.T, rhs, out=out)
+
+
 class EntitySoftmax(torch.autograd.Function):
     """(own queries [M_r, D], own rows [N_r, D], own targets [M_r]) ->
     (lse [M_r], read [M_r, D] or [M_r, 0], top1 [M_r], target score [M_r]), over the whole N x D table.
@@ -140,7 +226,8 @@ class EntitySoftmax(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, query, rows, targets, row_start: int, block_size: int, with_read: bool, group, counter):
+    def forward(ctx, query, rows, targets, row_start: int, block_size: int, with_read: bool, group, counter,
+                accumulate_grad: bool):
         comm = _Comm(group, counter)
         dtype = _compute_dtype(query, rows)
         counts = comm.counts(query.shape[0], query.device)
@@ -154,22 +241,8 @@ class EntitySoftmax(torch.autograd.Function):
         t_all = comm.gather_rows(targets, counts)
         m_all, n_local = q_all.shape[0], rows.shape[0]
         dev = q_all.device
-        running_max = torch.full((m_all,), float("-inf"), dtype=dtype, device=dev)
-        running_sum = torch.zeros(m_all, dtype=dtype, device=dev)
-        running_read = torch.zeros(m_all, rows.shape[1] if with_read else 0, dtype=dtype, device=dev)
-        top1 = torch.zeros(m_all, dtype=torch.long, device=dev)
-        for start in range(0, n_local, block_size):
-            block = rows[start:start + block_size].to(dtype)
-            scores = q_all @ block.T  # [M, B]: the only score tensor alive at any time
-            block_max, block_arg = scores.max(dim=1)
-            new_max = torch.maximum(running_max, block_max)
-            top1 = torch.where(block_max > running_max, block_arg + (row_start + start), top1)
-            rescale = torch.exp(running_max - new_max)
-            weights = torch.exp(scores - new_max[:, None])
-            running_sum = running_sum * rescale + weights.sum(dim=1)
-            if with_read:
-                running_read = running_read * rescale[:, None] + weights @ block
-            running_max = new_max
+        running_max, running_sum, running_read, top1 = _forward_blocks(q_all, rows, row_start, block_size,
+                                                                       with_read, dtype)
         # Combine across ranks: the global max, then sums rescaled to it.
         global_max = comm.all_reduce(running_max.clone(), dist.ReduceOp.MAX)
         rescale = torch.exp(running_max - global_max)  # 0 on a rank without rows
@@ -177,7 +250,8 @@ class EntitySoftmax(torch.autograd.Function):
         owned = (local >= 0) & (local < n_local)
         target_score = torch.zeros(m_all, dtype=dtype, device=dev)
         if owned.any():
-            target_score[owned] = (q_all[owned] * rows[local[owned]].to(dtype)).sum(dim=1)
+            # index_select, not rows[idx]: advanced indexing into a large table costs time in N here
+            target_score[owned] = (q_all[owned] * rows.index_select(0, local[owned]).to(dtype)).sum(dim=1)
         sums = comm.all_reduce(torch.stack([running_sum * rescale, target_score]))
         candidate = torch.where(running_max == global_max, top1, torch.full_like(top1, torch.iinfo(torch.long).max))
         top1 = comm.all_reduce(candidate, dist.ReduceOp.MIN)
@@ -188,6 +262,8 @@ class EntitySoftmax(torch.autograd.Function):
         ctx.save_for_backward(q_all, rows, t_all, lse_all, read)
         ctx.counts, ctx.row_start, ctx.block_size, ctx.with_read = counts, row_start, block_size, with_read
         ctx.group, ctx.counter, ctx.query_dtype = group, counter, query.dtype
+        # A leaf table in the compute dtype may take its gradient straight into .grad (no [N, D] temporary).
+        ctx.accumulate_into = rows if accumulate_grad and rows.is_leaf and rows.dtype == dtype else None
         top1_own = comm.own_slice(top1, counts)
         ctx.mark_non_differentiable(top1_own)
         ctx.set_materialize_grads(False)
@@ -199,7 +275,7 @@ class EntitySoftmax(torch.autograd.Function):
             rows_shape, rows_dtype, query_dtype, device = ctx.shapes
             rows_grad = torch.zeros(rows_shape, dtype=rows_dtype, device=device) if ctx.needs_input_grad[1] else None
             return (torch.zeros(0, rows_shape[1], dtype=query_dtype, device=device), rows_grad,
-                    None, None, None, None, None, None)
+                    None, None, None, None, None, None, None)
         q_all, rows, t_all, lse_all, read = ctx.saved_tensors
         comm = _Comm(ctx.group, ctx.counter)
         dtype, counts, d = lse_all.dtype, ctx.counts, rows.shape[1]
@@ -220,41 +296,35 @@ class EntitySoftmax(torch.autograd.Function):
             g_r_dot_read, g_r = packed[:, 2], packed[:, 3:]
         need_rows = ctx.needs_input_grad[1]
         grad_q = torch.zeros_like(q_all)
-        grad_rows = torch.zeros(rows.shape, dtype=dtype, device=rows.device) if need_rows else None
-        for start in range(0, rows.shape[0], ctx.block_size):
-            block = rows[start:start + ctx.block_size].to(dtype)
-            alpha = torch.exp(q_all @ block.T - lse_all[:, None])  # recomputed, [M, B]
-            if ctx.with_read:
-                grad_scores = alpha * (g_l[:, None] + g_r @ block.T - g_r_dot_read[:, None])
+        grad_rows, accumulate = None, False
+        if need_rows:
+            leaf = ctx.accumulate_into
+            if leaf is not None:  # add straight into the parameter's own gradient buffer (see blocked_entity_softmax)
+                if leaf.grad is None:
+                    leaf.grad = torch.zeros_like(leaf)
+                grad_rows, accumulate = leaf.grad, True
             else:
-                grad_scores = alpha * g_l[:, None]
-            grad_q += grad_scores @ block
-            if need_rows:
-                if ctx.with_read:  # one product for both terms: [dS; alpha]^T [q; g_r]
-                    grad_rows[start:start + ctx.block_size] = torch.cat([grad_scores, alpha], 0).T @ \
-                        torch.cat([q_all, g_r], 0)
-                else:
-                    grad_rows[start:start + ctx.block_size] = grad_scores.T @ q_all
-        local = t_all - ctx.row_start
-        owned = (local >= 0) & (local < rows.shape[0])
-        if owned.any():
-            gt = g_t[owned][:, None]
-            grad_q[owned] += gt * rows[local[owned]].to(dtype)
-            if need_rows:
-                grad_rows.index_add_(0, local[owned], gt * q_all[owned])
+                grad_rows = torch.empty(rows.shape, dtype=dtype, device=rows.device)
+        _backward_blocks(q_all, rows, lse_all, g_l, g_t, t_all - ctx.row_start, g_r if ctx.with_read else None,
+                         g_r_dot_read if ctx.with_read else None, ctx.block_size, grad_q, grad_rows, accumulate)
         grad_query = comm.scatter_sum_rows(grad_q, counts)
-        return (grad_query.to(ctx.query_dtype), grad_rows.to(rows.dtype) if need_rows else None,
-                None, None, None, None, None, None)
+        return (grad_query.to(ctx.query_dtype), grad_rows.to(rows.dtype) if need_rows and not accumulate else None,
+                None, None, None, None, None, None, None)
 
 
 def blocked_entity_softmax(query: torch.Tensor, table: torch.Tensor, block_size: int = 65536,
                            targets: torch.Tensor | None = None, with_read: bool = True, *, row_start: int = 0,
-                           group=None, counter: CommCounter | None = None):
+                           group=None, counter: CommCounter | None = None, accumulate_grad: bool = False):
     """lse [M], read = softmax(q E^T) E [M, D] (float32/64; [M, 0] without read), top1 [M] (and the target
     score when targets are given); see the module docstring.
 
     With ``group``, ``table`` is this rank's rows starting at global row ``row_start``, ``query`` and
     ``targets`` (global ids) this rank's own, and the results are over the whole table.
+
+    ``accumulate_grad``: the backward adds the table's gradient straight into ``table.grad`` (a leaf
+    in the compute dtype; allocated once if None) block by block, and hands autograd no gradient for
+    it. It saves an N x D temporary per read and autograd's sum of them, but bypasses hooks on the
+    parameter: only for a table nothing else manages (the row-partitioned memory's own rows).
     """
     if block_size < 1:
         raise ValueError("block_size must be >= 1")
@@ -262,7 +332,7 @@ def blocked_entity_softmax(query: torch.Tensor, table: torch.Tensor, block_size:
     if not given:
         targets = torch.zeros(query.shape[0], dtype=torch.long, device=query.device)
     lse, read, top1, target_score = EntitySoftmax.apply(query, table, targets, row_start, block_size, with_read,
-                                                        group, counter)
+                                                        group, counter, accumulate_grad)
     return (lse, read, top1, target_score) if given else (lse, read, top1)
 
 

@@ -121,14 +121,16 @@ class EntityMemory(nn.Module):
         """
         top_k_read = need_read and not self.training and self.inference_top_k > 0
         if self.partition == "replicated":
-            table, split = self.table, {}
+            table, split, own_grad = self.table, {}, False  # ZeRO / autograd own its gradient
         else:
             rows = self.rows
             if rows is None:
                 raise RuntimeError("a row-partitioned memory needs its rows: EntityMemory.attach_rows")
             table, split = rows.weight, dict(row_start=rows.row_start, group=rows.group, counter=rows.comm)
+            own_grad = True  # nothing else manages the rows: the reads add into rows.weight.grad directly
         lse, read, top1, target_score = blocked_entity_softmax(query, table, self.block_size, targets,
-                                                               need_read and not top_k_read, **split)
+                                                               need_read and not top_k_read, **split,
+                                                               accumulate_grad=own_grad)
         if top_k_read:
             read, _, _ = topk_entity_read(query, table, self.inference_top_k, self.block_size,
                                           n_entities=self.n_entities, **split)

@@ -119,3 +119,25 @@ def test_topk_read_aggregates_the_k_best_entities(block_size):
     # With k = N it is the full softmax read.
     full, _, _ = topk_entity_read(q, table, k=N_ENTITIES, block_size=block_size)
     torch.testing.assert_close(full, dense_entity_softmax(q, table)[1])
+
+
+@pytest.mark.parametrize("with_read", [True, False])
+def test_gradient_added_straight_into_the_table_grad_equals_autograds(with_read):
+    """accumulate_grad (the row-partitioned memory's path): the rows' gradient lands in table.grad, added to
+    what is there, and equals the dense one; a second read adds again, as autograd accumulates."""
+    q, table = _inputs()
+    targets = torch.randint(0, N_ENTITIES, (q.shape[0],), generator=torch.Generator().manual_seed(2))
+    w_read = torch.randn(q.shape[0], DIM, generator=torch.Generator().manual_seed(3), dtype=q.dtype)
+
+    def loss_of(lse, read, score):
+        return (lse - score).sum() + ((w_read * read).sum() if with_read else 0.0)
+
+    lse, read, _ = dense_entity_softmax(q, table)
+    dense_q, dense_t = torch.autograd.grad(loss_of(lse, read, (q * table[targets]).sum(1)), (q, table))
+    before = torch.randn(table.shape, dtype=table.dtype, generator=torch.Generator().manual_seed(4))
+    table.grad = before.clone()
+    for reads in (1, 2):
+        lse, read, _, score = blocked_entity_softmax(q, table, 8, targets, with_read, accumulate_grad=True)
+        (grad_q,) = torch.autograd.grad(loss_of(lse, read, score), (q,))
+        torch.testing.assert_close(grad_q, dense_q, rtol=0, atol=1e-11)
+        torch.testing.assert_close(table.grad, before + reads * dense_t, rtol=0, atol=1e-11)

@@ -508,3 +508,19 @@ def test_adjacent_token_filter_drops_aliases_whose_words_are_apart():
     assert page.in_a_row("shown 5") and page.in_a_row("u.s.") and page.in_a_row("paris")
     assert not page.in_a_row("shown 3")  # both words are in the page, never in a row
     assert not page.in_a_row("paris saint-germain")
+
+
+def test_variant_labels_do_not_depend_on_the_order_candidates_arrive_in():
+    """Two aliases of one entity can yield the same variant text ('Muscle' from 'muscle' by the case
+    rule and from 'muscles' by the plural rule): the label's source must not depend on which candidate came first (the
+    page join delivers them in any order on a parallel runner)."""
+    import itertools
+
+    text = "Muscle is tissue. Muscles grow, and muscles move."
+    cfg = dataclasses.replace(LabelConfig(min_alias_chars=1, stopwords="none"), language="en",
+                              case_sensitive=True, title_case="first-letter")
+    cands = [linked("muscles", "Muscle"), linked("muscle", "Muscle")]
+    outputs = {tuple((m.start, m.end, m.entity, m.source) for m in label_missing_mentions(text, [], list(order), cfg))
+               for order in itertools.permutations(cands)}
+    assert len(outputs) == 1
+    assert any(source != "same_page_alias" for *_span, source in next(iter(outputs)))  # a variant was labelled

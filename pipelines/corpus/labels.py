@@ -563,10 +563,13 @@ def _variant_targets(targets: dict[str, "_Target"], rules: tuple[str, ...], conf
     """Variant text -> the entity it labels, from the page's resolved aliases.
 
     A variant equal to an alias of the page is left to the exact rules; one that two aliases
-    with different entities produce ('Apple' from 'apple' and from 'Apples') is dropped."""
+    with different entities produce ('Apple' from 'apple' and from 'Apples') is dropped; one that two
+    aliases of the same entity produce keeps the source of the alphabetically first (deterministic
+    on any runner: candidates reach the page in any order)."""
     variants: dict[str, _Target | None] = {}
     stopwords = config.stopword_set
-    for alias, target in targets.items():
+    for alias in sorted(targets):  # by text, not by the order the page's candidates arrived in
+        target = targets[alias]
         if target.source == SAME_PAGE_NUMBER:
             continue
         # A capital is lowered only where it says nothing: the entity's exact title (MediaWiki

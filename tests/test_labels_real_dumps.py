@@ -31,6 +31,18 @@ from bench_labels import Wiki, _hidden_spans, hide_links  # noqa: E402
 MAX_ARTICLES = 60
 
 
+def page_links_and_candidates(wiki, title: str, links) -> tuple[list, list]:
+    """The page's resolvable links as hyperlink mentions, and the label candidates they and the
+    page's own title give (as the job's label join would)."""
+    hyperlinks, candidates = [], [AliasCandidate(title, title, 0, 0.0, "title", ("title",))]
+    for m in links:
+        entity = wiki.entity(m.target)
+        if entity is not None:
+            hyperlinks.append(Mention(m.start, m.end, m.surface, entity, "hyperlink"))
+            candidates.append(AliasCandidate(m.surface, entity, 1, 1.0, "linked", ("anchor",)))
+    return hyperlinks, candidates
+
+
 def hidden_and_labelled(path: str, config: LabelConfig) -> list[tuple[dict, Mention | None]]:
     """(hidden span, the label at exactly that span or None) for the first articles of a dump."""
     wiki = Wiki(path)
@@ -53,12 +65,7 @@ def hidden_and_labelled(path: str, config: LabelConfig) -> list[tuple[dict, Ment
         if before.text != after.text:
             continue
         spans = _hidden_spans(wiki, title, before, after.links)
-        hyperlinks, candidates = [], [AliasCandidate(title, title, 0, 0.0, "title", ("title",))]
-        for m in after.links:
-            entity = wiki.entity(m.target)
-            if entity is not None:
-                hyperlinks.append(Mention(m.start, m.end, m.surface, entity, "hyperlink"))
-                candidates.append(AliasCandidate(m.surface, entity, 1, 1.0, "linked", ("anchor",)))
+        hyperlinks, candidates = page_links_and_candidates(wiki, title, after.links)
         labels = {(m.start, m.end): m for m in label_missing_mentions(after.text, hyperlinks, candidates, config)}
         results.extend((s, labels.get((s["start"], s["end"]))) for s in spans)
     return results
@@ -107,12 +114,7 @@ def _all_labels(path: str, config: LabelConfig) -> list[list]:
         if title in wiki.redirects or title in wiki.disambiguation:
             continue
         after = extract_article(hide_links(wiki, page, title), wiki.site, title=title)
-        hyperlinks, candidates = [], [AliasCandidate(title, title, 0, 0.0, "title", ("title",))]
-        for m in after.links:
-            entity = wiki.entity(m.target)
-            if entity is not None:
-                hyperlinks.append(Mention(m.start, m.end, m.surface, entity, "hyperlink"))
-                candidates.append(AliasCandidate(m.surface, entity, 1, 1.0, "linked", ("anchor",)))
+        hyperlinks, candidates = page_links_and_candidates(wiki, title, after.links)
         pages.append(label_missing_mentions(after.text, hyperlinks, candidates, config))
     return pages
 

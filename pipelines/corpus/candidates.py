@@ -19,6 +19,7 @@ from pipelines.corpus.labels import (
     LabelConfig,
     PackedAlias,
     first_token,
+    is_curated_name,
     rejection_reason,
     strip_disambiguation,
 )
@@ -40,7 +41,8 @@ def usable_alias(row: dict, config: LabelConfig) -> tuple[str | None, PackedAlia
     if reason is not None:
         return reason, None
     alias = row["alias"].strip()
-    return None, (alias, int(row["count"]), float(row["prior"]), sources, first_token(alias, config))
+    # Only what the labeller reads per page: count and sources matter once, here (rank, curated).
+    return None, (alias, float(row["prior"]), is_curated_name(candidate, config), first_token(alias, config))
 
 
 class RankedAliases:

@@ -366,9 +366,10 @@ def _link_start(choice: tuple[int, str, str]) -> int:
     return choice[0]
 
 
-# A pre-filtered alias as the Beam job ships it to a page: (alias, count, prior, sources, first
-# token of the folded alias). See pipelines.corpus.candidates.
-PackedAlias = tuple[str, int, float, tuple[str, ...], str]
+# A pre-filtered alias as the Beam job ships it to a page: (alias, prior, curated name (see
+# is_curated_name), first token of the folded alias). Every (page, entity) pair carries up to
+# top_aliases_per_page of them through a shuffle, so nothing else. See pipelines.corpus.candidates.
+PackedAlias = tuple[str, float, bool, str]
 
 
 def first_token(alias: str, config: LabelConfig) -> str:
@@ -394,7 +395,7 @@ def label_missing_mentions(
 
 def _packed(candidates: Sequence[AliasCandidate], config: LabelConfig):
     """Usable AliasCandidates as label_page's (entity, origins, packed aliases) triples."""
-    return [(c.entity, (c.origin,), ((c.alias, c.count, c.prior, c.sources, first_token(c.alias, config)),))
+    return [(c.entity, (c.origin,), ((c.alias, c.prior, is_curated_name(c, config), first_token(c.alias, config)),))
             for c in usable_candidates(candidates, config)]
 
 
@@ -742,7 +743,7 @@ def _resolve_targets(entities, present: _PageTokens | None, config: LabelConfig,
         if not origins:
             continue
         title_origin = TITLE in origins
-        for alias, count, prior, sources, first in aliases:
+        for alias, prior, curated, first in aliases:
             if present is not None:
                 exact_first = first in present.present
                 if not exact_first and (loose is None or not _loosely_present(first, loose)):
@@ -757,8 +758,8 @@ def _resolve_targets(entities, present: _PageTokens | None, config: LabelConfig,
             evidence = per_entity.get(entity) or per_entity.setdefault(entity, _EntityEvidence())
             evidence.prior = max(evidence.prior, prior)
             evidence.origins.update(origins)
-            if title_origin and not evidence.own_name:
-                evidence.own_name = is_curated_name(AliasCandidate(alias, entity, count, prior, TITLE, sources), config)
+            if title_origin and curated:
+                evidence.own_name = True
     targets = {}
     for alias, entities in by_alias.items():
         def source_of(entity: str) -> str:

@@ -60,8 +60,7 @@ class UsableAliasesFn(CountingDoFn):
             self.count(f"label_aliases_dropped/{reason}")
             return
         self.count("label_aliases/usable")
-        alias, count, _prior, sources, _first = packed
-        yield row["entity"], (alias_rank(alias, row["entity"], count, sources), packed)
+        yield row["entity"], (alias_rank(packed[0], row["entity"], int(row["count"]), tuple(row["sources"])), packed)
 
 
 def _rank_of(ranked_alias):

@@ -457,11 +457,11 @@ def test_speed_long_article_many_aliases():
     text, cands = _synthetic_article(100_000, 1000)
     best = float("inf")
     for _ in range(3):
-        t0 = time.perf_counter()
+        t0 = time.process_time()  # CPU time: a loaded machine (other suites running) stretches wall time only
         out = label_missing_mentions(text, [], cands, DEFAULT)
-        best = min(best, time.perf_counter() - t0)
+        best = min(best, time.process_time() - t0)
     assert len(out) > 300
-    # ~10 ms measured on a 2-core dev box; generous bound for slow CI machines.
+    # ~10 ms measured on a 2-core dev box; a guard against quadratic matching, not a benchmark.
     assert best < 0.25, f"labelling took {best * 1000:.1f} ms"
 
 
@@ -524,3 +524,12 @@ def test_variant_labels_do_not_depend_on_the_order_candidates_arrive_in():
                for order in itertools.permutations(cands)}
     assert len(outputs) == 1
     assert any(source != "same_page_alias" for *_span, source in next(iter(outputs)))  # a variant was labelled
+
+
+def test_adjacent_token_filter_keeps_possessive_base_whose_apostrophe_is_not_in_the_page():
+    """Found by the property test above: "u.s.'s" ends in tokens ("'", "s") absent from a page that
+    says only "u.s."; the possessive rule's base is there, so the pre-filter must keep the alias."""
+    cfg = dataclasses.replace(LabelConfig(min_alias_chars=1, stopwords="none"),
+                              language="en", case_sensitive=True, title_case="first-letter")
+    labels = label_missing_mentions("u.s.", [], [linked("u.s.'s", "E0")], cfg)
+    assert [(m.surface, m.entity, m.source) for m in labels] == [("u.s.", "E0", "alias_possessive_en")]

@@ -735,6 +735,8 @@ def _resolve_targets(entities, present: _PageTokens | None, config: LabelConfig,
     by_alias: dict[str, dict[str, _EntityEvidence]] = {}
     allowed = {LINKED: config.label_linked_entities, TITLE: config.label_title_entity}
     case_sensitive = config.case_sensitive
+    # The possessive rule cuts the alias's last two tokens ("'", "s"), which inner_only keeps.
+    possessive = loose is not None and ALIAS_POSSESSIVE_EN in config.variant_rules
     for entity, origins, aliases in entities:
         for origin in origins:
             if origin not in ORIGINS:
@@ -750,7 +752,8 @@ def _resolve_targets(entities, present: _PageTokens | None, config: LabelConfig,
                     continue  # the cheap test first: most of a hub's aliases stop here
                 folded_alias = alias if case_sensitive else _fold(alias, False)
                 if not ((exact_first and present.in_a_row(folded_alias))
-                        or (loose is not None and present.in_a_row(folded_alias, inner_only=True))):
+                        or (loose is not None and present.in_a_row(folded_alias, inner_only=True))
+                        or (possessive and exact_first and _possessive_base_in_a_row(folded_alias, present))):
                     continue
             else:
                 folded_alias = alias if case_sensitive else _fold(alias, False)
@@ -786,6 +789,12 @@ def _resolve_targets(entities, present: _PageTokens | None, config: LabelConfig,
         if entity is not None:
             targets[alias] = _Target(entity, source_of(entity))
     return targets
+
+
+def _possessive_base_in_a_row(folded_alias: str, present: _PageTokens) -> bool:
+    """Can the possessive rule's variant of the alias ("u.s.'s" -> "u.s.") occur in the page?"""
+    base = english_possessive_base(folded_alias)
+    return base is not None and present.in_a_row(base)
 
 
 def _loosely_present(first: str, loose: set[str]) -> bool:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
@@ -53,6 +54,16 @@ def shuffled_bytes(counters: dict) -> int | None:
     total = sum(v for k, v in counters.items()
                 if k.startswith("volume/") and k.rsplit("/", 1)[1] in ("request_bytes", "table_bytes"))
     return total or None
+
+
+def bytes_by_join(counters: dict, pages: int) -> dict[str, float]:
+    """KiB per page each join shuffles (requests + table values): where the bytes go."""
+    joins: dict[str, int] = {}
+    for key, value in counters.items():
+        parts = key.split("/")
+        if len(parts) == 3 and parts[0] == "volume" and parts[2] in ("request_bytes", "table_bytes"):
+            joins[parts[1]] = joins.get(parts[1], 0) + value
+    return {join: round(b / 1024 / pages, 2) for join, b in sorted(joins.items())}
 
 
 def output_bytes(out: Path) -> int:
@@ -85,6 +96,7 @@ def run_size(code: Path, dump: Path, out: Path, extra: list[str]) -> dict:
         "shuffled_per_page": round(shuffled / pages, 2) if shuffled else None,
         "shuffled_bytes": join_bytes,
         "shuffled_kib_per_page": round(join_bytes / 1024 / pages, 2) if join_bytes else None,
+        "join_kib_per_page": bytes_by_join(counters, pages),
         "output_kib_per_page": round(output_bytes(out) / 1024 / pages, 2),
         "largest_group": max(largest.values()) if largest else None,
         "largest_group_join": max(largest, key=largest.get) if largest else None,
@@ -167,9 +179,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runner_baseline", action="store_true",
                         help="also measure runner_baseline.py (the job's reader, one shuffle, a sum) on each dump: "
                              "the peak RSS the DirectRunner itself needs for that input")
+    parser.add_argument("--exact_bytes", action="store_true",
+                        help="encode every join request to count shuffled bytes (WIKIEDM_JOIN_BYTES_SAMPLE=1), not "
+                             "a 1-in-16 sample: a small dump's few large pages make the sample noisy; costs some CPU")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--plot", type=Path)
     args = parser.parse_args(argv)
+    if args.exact_bytes:
+        os.environ["WIKIEDM_JOIN_BYTES_SAMPLE"] = "1"  # the job's subprocesses inherit it
     sizes = [int(s) for s in args.sizes.split(",")]
     codes = args.code or [REPO]
     with tempfile.TemporaryDirectory() as tmp:
@@ -202,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     for label, r in summary.items():
         print(f"{label}: {r}")
     if args.json:
-        args.json.write_text(json.dumps({"sizes": sizes, "job_flags": extra, "results": results, "ratios": summary},
+        args.json.write_text(json.dumps({"sizes": sizes, "job_flags": extra, "exact_bytes": args.exact_bytes, "results": results, "ratios": summary},
                                         indent=2) + "\n")
     if args.plot:
         plot(results, args.plot)

@@ -5,6 +5,7 @@ the hot-key path that full Wikipedia takes (a hub entity linked from ~500k pages
 """
 from __future__ import annotations
 
+import os
 import random
 
 import apache_beam as beam
@@ -181,3 +182,22 @@ def test_external_sorter_merges_spilled_runs(tmp_path):
         assert sorter.spilled_runs == 20
         assert list(sorter.sorted()) == sorted(items)
     assert list(tmp_path.iterdir()) == []  # runs removed
+
+
+def test_bytes_sample_is_one_in_16_by_default_and_every_request_when_asked():
+    """The default sample is the 1-in-16 one earlier stats.json files used (ids chosen by the
+    top 4 bits of a Fibonacci hash); WIKIEDM_JOIN_BYTES_SAMPLE=1 (bench_scale --exact_bytes)
+    encodes every request."""
+    import subprocess
+    import sys
+
+    from pipelines.transforms.joins import BYTES_SAMPLE, in_bytes_sample
+
+    assert BYTES_SAMPLE == 16
+    ids = range(0, 1_000_000, 7)
+    assert [k for k in ids if in_bytes_sample(k)] == [k for k in ids if ((k * 0x9E3779B1) & 0xFFFFFFFF) >> 28 == 0]
+    code = ("from pipelines.transforms.joins import in_bytes_sample as s; "
+            "print(all(s(k) for k in range(5000)) and s('Paris'))")
+    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "WIKIEDM_JOIN_BYTES_SAMPLE": "1"},
+                         capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "True"

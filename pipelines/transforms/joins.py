@@ -27,6 +27,7 @@ as Beam's default coder encodes them.
 from __future__ import annotations
 
 import math
+import os
 import zlib
 from typing import Callable, Iterable, Iterator
 
@@ -50,7 +51,10 @@ def salts_needed(requests: int, max_group: int) -> int:
     return math.ceil(requests * 5 / (4 * max_group))
 
 
-BYTES_SAMPLE = 16  # one request in this many is encoded to estimate a join's shuffled bytes
+# One request in this many is encoded to estimate a join's shuffled bytes. Benchmarks set
+# WIKIEDM_JOIN_BYTES_SAMPLE=1 to encode every request: exact bytes, at some CPU (a small dump's
+# few large pages make a 1-in-16 sample noisy).
+BYTES_SAMPLE = max(1, int(os.environ.get("WIKIEDM_JOIN_BYTES_SAMPLE", "16")))
 _CODER = FastPrimitivesCoder()  # what Beam uses for these untyped (key, value) elements
 
 
@@ -58,7 +62,8 @@ def in_bytes_sample(key) -> bool:
     """Is a request with this salt key (a page id, a title) in the 1-in-16 byte sample?
     Decided by the key's value alone (no per-process hash seed): the same on every worker."""
     if isinstance(key, int):
-        return ((key * 0x9E3779B1) & 0xFFFFFFFF) >> 28 == 0  # Fibonacci hashing: ids k, k+span, ... spread
+        # Fibonacci hashing (ids k, k+span, ... spread); the top bits pick the sample (>> 28 for 16).
+        return ((key * 0x9E3779B1) & 0xFFFFFFFF) * BYTES_SAMPLE >> 32 == 0
     return zlib.crc32(str(key).encode("utf-8")) % BYTES_SAMPLE == 0
 
 

@@ -197,7 +197,7 @@ class LabelMissingMentions(beam.PTransform):
                 self.config.max_aliases_per_entity, key=_rank_of, reverse=True)
         )
         title_refs = articles | "TitleEntityRef" >> beam.Map(lambda a: (a.title, (a.page_id, TITLE, None, ())))
-        refs = (inputs["entity_refs"], title_refs) | "FlattenEntityRefs" >> beam.Flatten()
+        refs = (inputs["entity_refs"], title_refs)  # flattened in the join, with the table
         ref_counts = inputs["entity_links"] | "RefsUpperBound" >> beam.Map(lambda kv: (kv[0], kv[1] + 1))
         candidates = {"requests": refs, "table": top_aliases, "request_counts": ref_counts} | (
             "JoinEntityAliases" >> LookupJoin(CandidatesForEntityFn(self.config.top_aliases_per_page), lambda ref: ref[0], self.max_group, main="out"))

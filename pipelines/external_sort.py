@@ -28,6 +28,7 @@ class ExternalSorter:
         self._tmp_parent = tmp_dir
         self._dir: str | None = None
         self._buffer: list = []
+        self._weight = 0
         self._runs: list[str] = []
         self.items = 0
 
@@ -35,10 +36,12 @@ class ExternalSorter:
     def spilled_runs(self) -> int:
         return len(self._runs)
 
-    def add(self, item) -> None:
+    def add(self, item, weight: int = 1) -> None:
+        """Buffer ``item``; ``weight``: how many of ``buffer_items`` it counts for (a run of rows)."""
         self._buffer.append(item)
+        self._weight += weight
         self.items += 1
-        if len(self._buffer) >= self.buffer_items:
+        if self._weight >= self.buffer_items:
             self._spill()
 
     def _spill(self) -> None:
@@ -53,6 +56,7 @@ class ExternalSorter:
                 pickler.clear_memo()  # items are independent; the memo would grow with the run
         self._runs.append(path)
         self._buffer = []
+        self._weight = 0
 
     def sorted(self) -> Iterator:
         self._buffer.sort(key=self.key)

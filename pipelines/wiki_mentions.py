@@ -161,10 +161,11 @@ def build_pipeline(p: beam.Pipeline, cfg: WikiMentionsConfig, site: SiteInfo, ra
         blink = articles_to_chunk | "AddBlinkLabels" >> AddBlinkLabels(corpus_job_linker_config(cfg, site.language))
         articles_to_chunk, extra_stats = blink["articles"], list(blink["stats"])
     vocab = vocab_rows | "VocabPairs" >> beam.FlatMap(lambda rows: [(r["entity"], r["entity_id"]) for r in rows])
-    chunks = {"articles": articles_to_chunk, "vocab": vocab} | "ChunkWindows" >> ChunkWindows(passage_options)
+    chunks = {"articles": articles_to_chunk, "vocab": vocab} | "ChunkWindows" >> ChunkWindows(passage_options, packed=True)
 
-    def write(rows, label, schema_name, spec, order, row_group_rows=cfg.row_group_rows, schema=None):
-        return rows | label >> WriteShards(out, schema_name, spec, order, row_group_rows, cfg.sort_buffer_rows, schema)
+    def write(rows, label, schema_name, spec, order, row_group_rows=cfg.row_group_rows, schema=None, packed=False):
+        return rows | label >> WriteShards(out, schema_name, spec, order, row_group_rows, cfg.sort_buffer_rows, schema,
+                                           packed)
 
     description_files = write(
         parsed["articles"]
@@ -178,7 +179,7 @@ def build_pipeline(p: beam.Pipeline, cfg: WikiMentionsConfig, site: SiteInfo, ra
     passage_files = write(
         chunks["rows"], "WriteShards", "passages",
         ShardSpec("passages", SPLITS, cfg.num_shards, cfg.passages_per_shard), PASSAGE_ORDER,
-        schema=passage_schema(cfg.passage_text))
+        schema=passage_schema(cfg.passage_text), packed=True)  # one element per page: its windows, in Arrow
     alias_files = write(
         aliases["rows"] | "AliasRowsOut" >> beam.Map(lambda r: ("alias_table", r["alias"], r)),
         "WriteAliasTable", "alias_table",

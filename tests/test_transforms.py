@@ -11,7 +11,7 @@ from pipelines.records import Article, LinkMention
 from pipelines.transforms.aliases import BuildAliasTable, SelectEntityVocab
 from pipelines.transforms.resolve import ResolveLinks, ResolveRedirects
 from pipelines.transforms.stats import SumStats
-from pipelines.transforms.write import ShardSpec, WriteShards, stable_shard
+from pipelines.transforms.write import ShardSpec, WriteShards, pack_rows, stable_shard
 from schemas import SCHEMAS
 
 PAGE_KINDS = [
@@ -132,6 +132,33 @@ def test_write_shards_sorted_complete_and_deterministic(tmp_path):
             [r for r in rows if r["entity_id"] % 2 == 0], SCHEMAS["entity_vocab"], 7)
         digests.append([p.read_bytes() for p in sorted((out / "entity_vocab").iterdir())])
     assert digests[0] == digests[1]
+
+
+def test_write_shards_packed_runs_give_the_bytes_of_rows(tmp_path):
+    """Runs of rows packed per shard key (a page's windows) are written as the same bytes as the rows
+    one by one: row groups that cut across runs, runs spilled to disk by the sort, any arrival order."""
+    schema = SCHEMAS["entity_vocab"]
+    runs = {}  # shard key -> its run of rows, contiguous in entity_id order; run sizes 0..6
+    next_id = 0
+    for key in range(30):
+        size = key % 7
+        runs[key] = [{"entity_id": next_id + i, "entity": f"E{next_id + i}", "count": key} for i in range(size)]
+        next_id += size
+    rows = [r for run in runs.values() for r in run]
+    packed = [("all", str(key), pack_rows(run[0]["entity_id"], run, schema)) for key, run in runs.items() if run]
+    spec = ShardSpec("entity_vocab", ("all",), num_shards=2)
+    for attempt, order in enumerate((packed, list(reversed(packed)))):
+        out = tmp_path / f"run{attempt}"
+        with BeamTestPipeline() as p:
+            written = p | beam.Create(order) | WriteShards(
+                str(out), "entity_vocab", spec, None, 4, sort_buffer_rows=9, packed=True)
+            assert_that(written | beam.Map(lambda f: f["rows"]) | beam.CombineGlobally(sum), equal_to([len(rows)]))
+        for index in range(2):
+            in_shard = [r for key, run in runs.items() if stable_shard(str(key), 2) == index for r in run]
+            assert 10 < len(in_shard) < len(rows)
+            path = out / "entity_vocab" / f"all-0000{index}-of-00002.parquet"
+            assert path.read_bytes() == storage.parquet_bytes(in_shard, schema, 4)
+            assert pq.ParquetFile(path).metadata.num_row_groups == -(-len(in_shard) // 4)
 
 
 def test_write_shards_derives_shard_counts_from_the_data(tmp_path):

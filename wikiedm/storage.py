@@ -285,8 +285,13 @@ class ParquetFileWriter:
 
     def write_rows(self, rows: list[dict]) -> None:
         if rows:
-            self._writer.write_table(pa.Table.from_pylist(rows, schema=self.schema), row_group_size=len(rows))
-            self.rows += len(rows)
+            self.write_table(pa.Table.from_pylist(rows, schema=self.schema))
+
+    def write_table(self, table: pa.Table) -> None:
+        """One row group of ``table`` (of this writer's schema); same bytes as ``write_rows`` on its rows."""
+        if table.num_rows:
+            self._writer.write_table(table, row_group_size=table.num_rows)
+            self.rows += table.num_rows
 
     def close(self) -> tuple[str, int]:
         """Finish the file, move it into place; returns (sha256, size)."""

@@ -112,28 +112,34 @@ class GroupJoinFn(CountingDoFn):
 TABLE, REQUEST = 0, 1
 
 
-def _salt_request(kv, heavy: dict, salt_key: Callable, _none=object()):
+def _tag_request(kv):
     key, request = kv
+    return key, (REQUEST, request)
+
+
+def _tag_table_value(kv):
+    key, value = kv
+    return key, (TABLE, value)
+
+
+def _salt(kv, heavy: dict, salt_key: Callable, _none=object()):
+    """(key, (side, value)) -> its salted sub-key(s): a request goes to one sub-key of a heavy key
+    (by the stable hash of its salt key), a table value is copied to all of them."""
+    key, tagged = kv
     salts = heavy.get(key, _none)
     if salts is _none:
-        return (key, 0), (REQUEST, request)
-    return (key, stable_shard(str(salt_key(request)), salts)), (REQUEST, request)
-
-
-def _identity(x):
-    return x
-
-
-def _copy_table_value(kv, heavy: dict):
-    key, value = kv
-    for salt in range(heavy.get(key, 1)):
-        yield (key, salt), (TABLE, value)
+        return (((key, 0), tagged),)
+    if tagged[0] == TABLE:
+        return tuple(((key, salt), tagged) for salt in range(salts))
+    return (((key, stable_shard(str(salt_key(tagged[1])), salts)), tagged),)
 
 
 class LookupJoin(beam.PTransform):
     """{"requests": (key, request), "table": (key, value)[, "request_counts": (key, n)]}
     -> the outputs of ``join_fn`` applied to every bounded (sub-)group.
 
+    ``requests`` may be a tuple of PCollections (several sources of requests, flattened here
+    with the table in one step).
     ``salt_key(request)`` picks the sub-group of a request of a heavy key.
     ``request_counts``, when given, are upper bounds of the requests per key
     that the job has already counted (e.g. links per entity); otherwise they
@@ -155,10 +161,16 @@ class LookupJoin(beam.PTransform):
 
     def expand(self, inputs):
         requests, table = inputs["requests"], inputs["table"]
+        parts = tuple(requests) if isinstance(requests, (tuple, list)) else (requests,)  # several request sources
         counts = inputs.get("request_counts")
         if counts is None:
             counts = (
-                requests
+                parts
+                | "FlattenToCount" >> beam.Flatten()
+                | "KeyOnly" >> beam.Map(lambda kv: (kv[0], 1))
+                | "CountRequests" >> beam.CombinePerKey(sum)
+            ) if len(parts) > 1 else (
+                parts[0]
                 | "KeyOnly" >> beam.Map(lambda kv: (kv[0], 1))
                 | "CountRequests" >> beam.CombinePerKey(sum)
             )
@@ -168,18 +180,18 @@ class LookupJoin(beam.PTransform):
             | "HeavyKeys" >> beam.Filter(lambda kv: kv[1] > bound)
             | "SaltsPerHeavyKey" >> beam.Map(lambda kv: (kv[0], salts_needed(kv[1], bound)))
         )
-        salted_requests = requests | "SaltRequests" >> beam.Map(_salt_request, heavy=heavy, salt_key=self.salt_key)
-        # The identity step keeps the side-input consumer below from being fused as a sibling
-        # with other consumers of the same table (the DirectRunner deadlocks when one table
-        # feeds several joins, as the redirect table feeds every hop).
-        salted_table = (
-            table
-            | "TableIn" >> beam.Map(_identity)
-            | "CopyTableToSalts" >> beam.FlatMap(_copy_table_value, heavy=heavy)
-        )
+        # Both sides are tagged where they are made (fused there), flattened, and salted after the
+        # flatten: the salting waits for the heavy keys (a side input computed from the requests), so
+        # the requests are buffered once, in the flatten, not once for the salting and again for it.
+        # (The tagging step also keeps a table that feeds several joins, as the redirect table feeds
+        # every hop, from being fused as a sibling of their side-input consumers: a DirectRunner deadlock.)
+        tagged = [table | "TagTable" >> beam.Map(_tag_table_value)]
+        tagged += [part | (f"TagRequests{i}" if i else "TagRequests") >> beam.Map(_tag_request)
+                   for i, part in enumerate(parts)]
         return (
-            (salted_table, salted_requests)
+            tuple(tagged)
             | "FlattenSides" >> beam.Flatten()
+            | "SaltKeys" >> beam.FlatMap(_salt, heavy=heavy, salt_key=self.salt_key)
             | "GroupBySaltedKey" >> beam.GroupByKey()
             | "JoinGroups" >> beam.ParDo(self.join_fn).with_outputs(STATS, *self.outputs, main=self.main)
         )

@@ -29,7 +29,8 @@ from pipelines.corpus.windows import cut_windows
 from pipelines.records import Article, LabeledArticle, Mention
 from pipelines.transforms.joins import BYTES_SAMPLE, GroupJoinFn, LookupJoin, encoded_size, in_bytes_sample
 from pipelines.transforms.stats import STATS, CountingDoFn
-from schemas import UNK_ENTITY_ID
+from pipelines.transforms.write import pack_rows
+from schemas import UNK_ENTITY_ID, passage_schema
 from schemas.corpus import MentionSource
 from wikiedm.tokenizer import load_encoder, tokenize_with_mentions
 
@@ -195,7 +196,7 @@ class LabelMissingMentions(beam.PTransform):
                 self.config.max_aliases_per_entity, key=_rank_of, reverse=True)
         )
         title_refs = articles | "TitleEntityRef" >> beam.Map(lambda a: (a.title, (a.page_id, TITLE, None, ())))
-        refs = (inputs["entity_refs"], title_refs) | "FlattenEntityRefs" >> beam.Flatten()
+        refs = (inputs["entity_refs"], title_refs)  # flattened in the join, with the table
         ref_counts = inputs["entity_links"] | "RefsUpperBound" >> beam.Map(lambda kv: (kv[0], kv[1] + 1))
         candidates = {"requests": refs, "table": top_aliases, "request_counts": ref_counts} | (
             "JoinEntityAliases" >> LookupJoin(CandidatesForEntityFn(self.config.top_aliases_per_page), lambda ref: ref[0], self.max_group, main="out"))
@@ -220,15 +221,29 @@ class ChunkWindowsFn(CountingDoFn):
     span) is left out of that window and counted.
     """
 
-    def __init__(self, options: PassageOptions) -> None:
+    def __init__(self, options: PassageOptions, packed: bool = False) -> None:
         super().__init__()
         self.options = options
+        self.packed = packed
+        self.schema = passage_schema(options.passage_text) if packed else None
         self.tokenizer = None
 
     def setup(self) -> None:
         self.tokenizer = load_encoder(self.options.tokenizer)  # tiktoken for the default GPT-2 BPE
 
     def process(self, article: LabeledArticle, vocab: dict):
+        if not self.packed:
+            yield from self.rows(article, vocab)
+            return
+        # One element per page: its windows are one shard key's rows and follow each other in
+        # the files' (page_id, window_index) order, so they travel as one packed Arrow run.
+        rows = [row for _split, _key, row in self.rows(article, vocab)]
+        if rows:
+            split = split_of(article.page_id, self.options.validation_fraction, salt=self.options.split_salt)
+            yield split, str(article.page_id), pack_rows(article.page_id, rows, self.schema)
+
+    def rows(self, article: LabeledArticle, vocab: dict):
+        """(split, page id as the shard key, passage row) for every window of the article."""
         opts = self.options
         self.count("volume/ChunkWindows/in")
         tokenized = tokenize_with_mentions(article.text, article.mentions, self.tokenizer, with_bounds=True)
@@ -291,14 +306,19 @@ class ChunkWindowsFn(CountingDoFn):
 
 class ChunkWindows(beam.PTransform):
     """LabeledArticle -> (split, shard key, passage row); entity ids from the vocabulary
-    ((entity, id) pairs, at most N: the one side input of the job)."""
+    ((entity, id) pairs, at most N: the one side input of the job).
 
-    def __init__(self, options: PassageOptions) -> None:
+    ``packed``: one element per page instead, (split, shard key, :func:`pack_rows` of its
+    windows), for ``WriteShards(..., packed=True)`` (what the job writes; same files).
+    """
+
+    def __init__(self, options: PassageOptions, packed: bool = False) -> None:
         super().__init__()
         self.options = options
+        self.packed = packed
 
     def expand(self, inputs):
         articles, vocab = inputs["articles"], inputs["vocab"]  # vocab: (entity, entity_id) pairs
         out = articles | "TokenizeAndWindow" >> beam.ParDo(
-            ChunkWindowsFn(self.options), vocab=beam.pvalue.AsDict(vocab)).with_outputs(STATS, main="rows")
+            ChunkWindowsFn(self.options, self.packed), vocab=beam.pvalue.AsDict(vocab)).with_outputs(STATS, main="rows")
         return {"rows": out.rows, "stats": [out[STATS]]}

@@ -45,14 +45,10 @@ demo-train: $(STAMP)
 		--data $(DEMO_OUT) --output_dir $(DEMO_RUN) --max_steps 40 --data.overfit_passages 64 --train.log_every 2
 	@echo "losses: $(DEMO_RUN)/metrics.jsonl  plot: $(DEMO_RUN)/loss.png"
 
-# The suite on TEST_WORKERS processes (pytest-xdist); the tests that share a corpus job or a training run stay
-# on one of them (their xdist_group: tests/conftest.py). `make test TEST_WORKERS=0` runs it in one process.
-TEST_WORKERS ?= 2
-
 test: $(STAMP)
 	$(PY) -m ruff check .
 	$(VENV)/bin/lint-imports --no-cache
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
+	$(PY) -m pytest
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_extract.py --json benchmarks/results/extract.json

@@ -93,39 +93,3 @@ def enwiki206_corpus(tmp_path_factory) -> Path:
     run_job(dump("enwiki-2016-206pages-articles1.xml.bz2"), out, "--num_shards", "2",
             "--validation_fraction", "0.05", "--keep_red_links", "true")
     return out
-
-
-# -- parallel runs (pytest-xdist, `-n 2 --dist loadgroup` in pyproject's addopts) --------------------------
-# A session fixture is made once per worker process. So that no corpus job (nor training run) is made twice,
-# every test that reads one of the expensive session fixtures goes to that fixture's group: a group's tests all
-# run in one worker, one after another. Tests that need none of them are spread over the workers one by one.
-ENWIKI206_GROUP = frozenset({"enwiki206_corpus", "corpus_dir", "tokenizer_and_ids", "trainer_runs"})
-SAMPLE_GROUP = frozenset({"sample_corpus", "sample_vocab", "fake_release", "indexed_release"})
-ENWIKI206_DUMP = "enwiki-2016-206pages-articles1.xml.bz2"  # read as enwiki206_corpus where a test takes any dump
-
-
-def xdist_group_of(item) -> str | None:
-    """The group of the session fixtures ``item`` reads (also those it takes by name through ``request``)."""
-    params = getattr(getattr(item, "callspec", None), "params", {})
-    names = set(item.fixturenames) | {v for v in params.values() if isinstance(v, str)}
-    if names & ENWIKI206_GROUP:
-        return "enwiki206"
-    if names & SAMPLE_GROUP:
-        return "sample"
-    if "airflow_env" in names:  # the module's Airflow database, migrated once
-        return "airflow"
-    dump_name = params.get("name")
-    if isinstance(dump_name, str) and (WIKIDUMPS / dump_name).exists() and (
-            "shared_dump_corpus" in names or "request" in names):
-        return "enwiki206" if dump_name == ENWIKI206_DUMP else f"dump:{dump_name}"
-    return None
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        if any(True for _ in item.iter_markers("xdist_group")):
-            continue  # placed by hand (a test that takes its fixture in its body)
-        group = xdist_group_of(item)
-        if group:
-            item.add_marker(pytest.mark.xdist_group(group))

@@ -18,8 +18,8 @@ from schemas import PASSAGE_SCHEMA, PASSAGE_SCHEMA_NO_TEXT, PASSAGE_SCHEMA_V1
 from tests.conftest import SHARED_DUMP_JOB_ARGS, dump, needs_shared, run_job
 from tests.corpus_checks import check_passage_contract, manifest
 
+pytestmark = [pytest.mark.slow, needs_shared]
 DUMP = "simplewiki-2019-7pages.xml.bz2"
-pytestmark = [pytest.mark.slow, needs_shared, pytest.mark.xdist_group(f"dump:{DUMP}")]  # with the others of DUMP's run
 
 
 @pytest.fixture(scope="module")

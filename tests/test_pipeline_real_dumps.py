@@ -34,7 +34,6 @@ def test_multistream_parallel_read_on_two_workers_is_byte_identical(enwiki206_co
     assert_no_markup(out, "enwiki-2016-206pages-articles1-multistream.xml.bz2")
 
 
-@pytest.mark.xdist_group("dump:ukwiki-2023-first100k-lines-truncated.xml.xz")  # with the other tests of this run
 def test_truncated_ukrainian_dump_completes_with_a_dead_letter(shared_dump_corpus):
     name = "ukwiki-2023-first100k-lines-truncated.xml.xz"
     out = shared_dump_corpus(name)
@@ -53,7 +52,6 @@ def test_truncated_ukrainian_dump_completes_with_a_dead_letter(shared_dump_corpu
     assert_no_markup(out, name)
 
 
-@pytest.mark.xdist_group("dump:enwiki-5pages-tables-no-siteinfo.xml.bz2")
 def test_dump_without_siteinfo_is_counted_and_still_processed(shared_dump_corpus):
     path = dump("enwiki-5pages-tables-no-siteinfo.xml.bz2")
     raw = raw_counts(path)

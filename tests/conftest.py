@@ -11,11 +11,6 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
-if os.environ.get("PYTEST_XDIST_WORKER"):
-    # One core per worker (make test runs 2 on this 2-core machine): torch in this process and the jobs it
-    # starts would otherwise each take every core, and the two workers' threads thrash.
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
-
 
 def wikidumps_dir() -> Path:
     env = os.environ.get("WIKIDUMPS_DIR")

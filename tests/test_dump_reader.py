@@ -540,7 +540,7 @@ def test_files_that_are_not_dumps_are_rejected_at_open(tmp_path, name):
         iter_pages(str(path))  # raised at call time, not at first next()
     message = str(raised.value)
     assert str(path) in message and "\n" not in message
-    with pytest.raises(NotAMediaWikiDumpError):
+    with pytest.raises(NotAMediaWikiDumpError, match=re.escape(str(path))):
         read_siteinfo(str(path))
 
 

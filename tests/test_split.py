@@ -61,10 +61,10 @@ def test_monotone_in_fraction(page_id, low, high):
 
 @pytest.mark.parametrize("bad", [-0.1, 1.5, float("nan")])
 def test_invalid_fraction(bad):
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"validation_fraction must be in \[0, 1\]"):
         split_of(1, bad)
 
 
 def test_page_id_must_be_an_int():
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="page_id must be an int, got str"):
         split_of("12", 0.1)  # type: ignore[arg-type]

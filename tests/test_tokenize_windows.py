@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -267,14 +268,18 @@ def test_mentions_are_rebased_and_never_cut():
     assert all("E0" not in {e for *_, e in ms} for ms in by_window)
 
 
-@pytest.mark.parametrize("window,overlap", [(0, 0), (10, 10), (10, -1), (10, 11), (10.0, 2)])
-def test_invalid_window_arguments(window, overlap):
-    with pytest.raises(ValueError):
+@pytest.mark.parametrize("window,overlap,error", [
+    (0, 0, "window must be a positive int, got 0"), (10.0, 2, "window must be a positive int, got 10.0"),
+    (10, 10, "overlap must be an int with 0 <= overlap < window (10), got 10"),
+    (10, -1, "overlap must be an int with 0 <= overlap < window (10), got -1"),
+    (10, 11, "overlap must be an int with 0 <= overlap < window (10), got 11")])
+def test_invalid_window_arguments(window, overlap, error):
+    with pytest.raises(ValueError, match=re.escape(error)):
         cut_windows([1, 2, 3], [], window=window, overlap=overlap)
 
 
 def test_mention_outside_the_article_is_an_error():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=re.escape("mention token span [2, 5) is empty or outside the article's 3 tokens")):
         cut_windows([1, 2, 3], [tm(2, 5)], window=2, overlap=0)
 
 

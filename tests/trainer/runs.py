@@ -6,10 +6,10 @@ both losses fall far within a few dozen steps, so one run shows that EL learns, 
 checkpointed, resumed, re-sharded and exported. Runs that only check a layout stop after a few steps
 with the same schedule (``train.stop_after_steps``), so their losses compare step by step.
 
-    rows2            2 ranks, ZeRO-2, the table split by rows (the default above one rank)
-    rows2_resumed    rows2's step-CHECKPOINT_AT checkpoint, resumed on 2 ranks
-    rows2_on_1_rank  the same checkpoint resumed on 1 rank (universal conversion, rows re-cut)
-    replicated1      1 rank, the replicated table; SIGKILLed two steps after its checkpoint, then rerun
+    rows2            2 ranks, ZeRO-2, the table split by rows (the default above one rank); SIGKILLed once step
+                     KILL_AT (after its step-CHECKPOINT_AT checkpoint) is logged, then rerun: it resumes on 2 ranks
+    rows2_on_1_rank  rows2's step-CHECKPOINT_AT checkpoint resumed on 1 rank (universal conversion, rows re-cut)
+    replicated1      1 rank, the replicated table
     zero3            rows beside ZeRO-3, SHORT steps
     zero1_bf16       rows beside ZeRO-1, in bf16 (the rows stay float32), SHORT steps
     zero3_replicated the replicated table really partitioned by ZeRO-3 (persistence threshold 0), SHORT steps
@@ -32,7 +32,7 @@ REPO = Path(__file__).resolve().parents[2]
 PYTHON = Path(sys.executable)
 DEEPSPEED = PYTHON.parent / "deepspeed"
 STEPS, CHECKPOINT_AT, EVAL_EVERY, SHORT, PASSAGES = 48, 40, 24, 3, 16
-KILL_AT = CHECKPOINT_AT + 2  # replicated1 is killed once this step is logged: the steps after the checkpoint are lost
+KILL_AT = CHECKPOINT_AT + 5  # rows2 is killed once this step is logged: the steps after the checkpoint are lost
 TIMEOUT_S = 300
 
 
@@ -67,12 +67,14 @@ def run(corpus: Path, run_dir: Path, ranks: int, *overrides: str) -> Path:
     return run_dir
 
 
-def run_killed_then_rerun(corpus: Path, run_dir: Path, *overrides: str) -> Path:
-    """One rank: SIGKILL (the whole process group) once step KILL_AT is logged, then the same command again."""
-    cmd, env = _command(corpus, run_dir, 1, overrides)
+def run_killed_then_rerun(corpus: Path, run_dir: Path, ranks: int, *overrides: str) -> Path:
+    """SIGKILL (the whole process group: launcher and ranks) once step KILL_AT is logged, then the same command
+    again. What the run had logged before the kill is kept as *_before_kill.* beside the run's own files."""
+    cmd, env = _command(corpus, run_dir, ranks, overrides)
     metrics = run_dir / "metrics.jsonl"
-    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with open(run_dir / "stdout_before_kill.log", "w") as out:
+        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.monotonic() + TIMEOUT_S
     try:
         while True:
@@ -89,7 +91,8 @@ def run_killed_then_rerun(corpus: Path, run_dir: Path, *overrides: str) -> Path:
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
     shutil.copy(metrics, run_dir / "metrics_before_kill.jsonl")
-    return run(corpus, run_dir, 1, *overrides)
+    shutil.copy(run_dir / "samples.jsonl", run_dir / "samples_before_kill.jsonl")
+    return run(corpus, run_dir, ranks, *overrides)
 
 
 def _resume_copy(source: Path, target: Path) -> Path:
@@ -112,13 +115,11 @@ class Runs:
             d = self.root / name
             short = ("--train.stop_after_steps", str(SHORT), "--train.save_every", str(SHORT))
             if name == "rows2":
-                run(self.corpus, d, 2)
-            elif name == "rows2_resumed":
-                run(self.corpus, _resume_copy(self.get("rows2"), d), 2)
+                run_killed_then_rerun(self.corpus, d, 2)
             elif name == "rows2_on_1_rank":
                 run(self.corpus, _resume_copy(self.get("rows2"), d), 1)
             elif name == "replicated1":
-                run_killed_then_rerun(self.corpus, d)
+                run(self.corpus, d, 1)
             elif name == "zero3":
                 run(self.corpus, d, 2, "--deepspeed_config", "configs/deepspeed/zero3.json", *short)
             elif name == "zero1_bf16":
@@ -143,8 +144,8 @@ def train_rows(run_dir: Path, file: str = "metrics.jsonl") -> dict[int, dict]:
     return {r["step"]: r for r in read_metrics(run_dir / file) if r["split"] == "train"}
 
 
-def sample_ids(run_dir: Path) -> dict[int, list]:
-    return {r["step"]: r["passage_ids"] for r in read_metrics(run_dir / "samples.jsonl")}
+def sample_ids(run_dir: Path, file: str = "samples.jsonl") -> dict[int, list]:
+    return {r["step"]: r["passage_ids"] for r in read_metrics(run_dir / file)}
 
 
 def el_accuracy(rows: dict[int, dict], steps, read: str) -> float:

@@ -59,7 +59,7 @@ _CODER = FastPrimitivesCoder()  # what Beam uses for these untyped (key, value) 
 
 
 def in_bytes_sample(key) -> bool:
-    """Is a request with this salt key (a page id, a title) in the 1-in-16 byte sample?
+    """Is a request with this salt key (a page id, a title) in the 1-in-``BYTES_SAMPLE`` byte sample?
     Decided by the key's value alone (no per-process hash seed): the same on every worker."""
     if isinstance(key, int):
         # Fibonacci hashing (ids k, k+span, ... spread); the top bits pick the sample (>> 28 for 16).

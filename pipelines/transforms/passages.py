@@ -237,10 +237,10 @@ class ChunkWindowsFn(CountingDoFn):
             return
         # One element per page: its windows are one shard key's rows and follow each other in
         # the files' (page_id, window_index) order, so they travel as one packed Arrow run.
-        rows = [row for _split, _key, row in self.rows(article, vocab)]
-        if rows:
-            split = split_of(article.page_id, self.options.validation_fraction, salt=self.options.split_salt)
-            yield split, str(article.page_id), pack_rows(article.page_id, rows, self.schema)
+        windows = list(self.rows(article, vocab))
+        if windows:
+            split, page_key, _row = windows[0]
+            yield split, page_key, pack_rows(article.page_id, [row for _s, _k, row in windows], self.schema)
 
     def rows(self, article: LabeledArticle, vocab: dict):
         """(split, page id as the shard key, passage row) for every window of the article."""

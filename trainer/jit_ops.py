@@ -7,18 +7,30 @@ preempted job) leaves that file behind, and every later run waits on it forever.
 takes a kernel lock (``fcntl.flock``: released by the kernel when its holder dies, however it dies),
 removes a ``lock`` file left by a dead holder, and builds or loads the op. ``init_distributed`` then only
 re-loads the built op, a window of milliseconds.
+
+The build goes under the virtual environment (``<venv>/torch_extensions/<hash of its path>``) unless
+TORCH_EXTENSIONS_DIR says otherwise. torch's default, ``~/.cache/torch_extensions``, is shared by every environment of the user, and the
+build is keyed by the op's name alone while its command line names one environment's include paths: two
+checkouts (a clone beside a working tree, CI beside a developer) then rebuild the same ``.so`` in place, turn
+about, a minute each, and a rank that has the old file mapped can die at exit.
 """
 from __future__ import annotations
 
 import fcntl
 import logging
 import os
+import sys
+import zlib
 from pathlib import Path
 
 log = logging.getLogger(__name__)
 
 
 def _extensions_dir() -> Path:
+    # Named by the environment's path as this process sees it (the build's include paths): a venv reached
+    # through two paths (a symlinked .venv) gets two builds rather than one rebuilt in turns.
+    seen_as = f"{zlib.crc32(sys.prefix.encode()):08x}"
+    os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(Path(sys.prefix) / "torch_extensions" / seen_as))
     from torch.utils.cpp_extension import _get_build_directory
 
     return Path(_get_build_directory("deepspeed_shm_comm", verbose=False))

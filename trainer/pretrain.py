@@ -337,6 +337,8 @@ def train(argv: list[str] | None = None) -> None:
         png = plot_losses(run_dir)
         say(f"done: {step} steps; loss curve {png}")
     dist.barrier()
+    # gloo's threads are joined here, not by the interpreter's teardown (which can abort: "terminate called ...")
+    dist.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -466,23 +466,27 @@ class Prefetcher:
         self._thread = threading.Thread(target=self._fill, name="batch-prefetch", daemon=True)
         self._thread.start()
 
-    def _fill(self) -> None:
+    def _put(self, kind: str, value) -> bool:
+        """Queue one entry unless close() was called (then False): never blocks a closing thread."""
         import queue
 
+        while not self._stop.is_set():
+            try:
+                self._queue.put((kind, value), timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _fill(self) -> None:
         try:
             for item in self._iterator:
-                while not self._stop.is_set():
-                    try:
-                        self._queue.put(("item", item), timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
-                if self._stop.is_set():
+                if not self._put("item", item):
                     return
         except BaseException as exc:  # surfaced in the consumer, not lost in the thread
-            self._queue.put(("error", exc))
+            self._put("error", exc)
             return
-        self._queue.put(("end", None))
+        self._put("end", None)
 
     def __iter__(self):
         return self
@@ -496,4 +500,8 @@ class Prefetcher:
         return value
 
     def close(self) -> None:
+        """Stop and join the thread. A daemon thread still inside Parquet or torch code when the interpreter
+        exits is torn down mid-C++ call, which aborts the process ("terminate called without an active
+        exception") after a run that otherwise finished."""
         self._stop.set()
+        self._thread.join()

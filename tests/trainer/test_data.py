@@ -179,3 +179,38 @@ def test_prefetcher_yields_exactly_the_plain_sequence(corpus_dir, tokenizer_and_
         assert [x["passage_ids"] for x in a] == [x["passage_ids"] for x in b]
         assert all(torch.equal(x["input_ids"], y["input_ids"]) for x, y in zip(a, b))
     fetched.close()
+
+
+def test_prefetcher_close_joins_its_thread_even_mid_iteration():
+    """A run stopped early (train.stop_after_steps) closes the prefetcher while its thread is still making
+    batches; close() returns only once the thread is gone, so the interpreter never tears it down mid-call."""
+    import threading
+    import time
+
+    from trainer.data import Prefetcher
+
+    producing = threading.Event()
+
+    def endless():
+        n = 0
+        while True:
+            producing.set()
+            time.sleep(0.01)  # a batch being made
+            yield n
+            n += 1
+
+    fetched = Prefetcher(endless(), depth=1)
+    assert next(fetched) == 0 and producing.wait(5)
+    fetched.close()
+    assert not fetched._thread.is_alive()
+
+    def failing():
+        yield 1
+        raise ValueError("a bad row group")
+
+    broken = Prefetcher(failing(), depth=1)
+    assert next(broken) == 1
+    with pytest.raises(ValueError, match="a bad row group"):
+        next(broken)
+    broken.close()
+    assert not broken._thread.is_alive()

@@ -23,7 +23,10 @@ _WS = re.compile(r"\s+")
 
 def clean_alias(text: str) -> str | None:
     """Whitespace-collapsed alias, or None when empty or too long to be a name."""
-    alias = _WS.sub(" ", text).strip()
+    if text.isprintable() and "  " not in text and text[:1] != " " and text[-1:] != " ":
+        alias = text  # the common case: no whitespace but single ASCII spaces inside (no other is printable)
+    else:
+        alias = _WS.sub(" ", text).strip()
     if not alias or len(alias) > MAX_ALIAS_CHARS:
         return None
     return alias

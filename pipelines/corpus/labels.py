@@ -439,7 +439,12 @@ def label_page(
     labels = []
     # Exact aliases first, then variants (so the exact rules' labels are the same with or without
     # them); within each, longest first, then leftmost: greedy, never overlapping links or labels.
-    for start, end, target in sorted(occurrences, key=_label_order):
+    # (is a variant, -length, start) is unique per occurrence (one target per folded text), so
+    # sorting these tuples never compares the targets: _label_order's order, without a key call each.
+    variant_sources = _VARIANT_SET
+    order = sorted([(target.source in variant_sources, start - end, start, end, target)
+                    for start, end, target in occurrences])
+    for _variant, _length, start, end, target in order:
         if occupied.find(1, start, end) != -1:
             continue
         if target.source == SAME_PAGE_NUMBER and not _whole_number(text, start, end):
@@ -449,11 +454,6 @@ def label_page(
         labels.append(Mention(start, end, text[start:end], entity, source))
     labels.sort(key=lambda m: m.start)
     return labels
-
-
-def _label_order(occurrence: tuple[int, int, "_Target"]) -> tuple[bool, int, int]:
-    start, end, target = occurrence
-    return target.source in _VARIANT_SET, start - end, start
 
 
 _VARIANT_SET = frozenset(VARIANT_SOURCES)
@@ -568,7 +568,7 @@ def _variant_targets(targets: dict[str, "_Target"], rules: tuple[str, ...], conf
     aliases of the same entity produce keeps the source of the alphabetically first (deterministic
     on any runner: candidates reach the page in any order)."""
     variants: dict[str, _Target | None] = {}
-    stopwords = config.stopword_set
+    min_chars, stopwords = config.min_alias_chars, config.stopwords
     for alias in sorted(targets):  # by text, not by the order the page's candidates arrived in
         target = targets[alias]
         if target.source == SAME_PAGE_NUMBER:
@@ -576,9 +576,10 @@ def _variant_targets(targets: dict[str, "_Target"], rules: tuple[str, ...], conf
         # A capital is lowered only where it says nothing: the entity's exact title (MediaWiki
         # capitalises every title on first-letter wikis; 'Time (magazine)' keeps 'Time') or an
         # anchor the page only links at sentence starts.
-        capital_by_rule = alias in lowerable or all(alias == entity for entity in _entities_of(target))
-        for text, source in _variants(alias, rules, capital_by_rule):
-            if text in targets or len(text.strip()) < config.min_alias_chars or text.casefold() in stopwords:
+        capital_by_rule = alias in lowerable or (
+            alias == target.entity and all(alias == entity for _start, entity, _s in target.by_position))
+        for text, source in _usable_variants(alias, rules, capital_by_rule, min_chars, stopwords):
+            if text in targets:
                 continue
             if text in variants:
                 known = variants[text]
@@ -590,6 +591,15 @@ def _variant_targets(targets: dict[str, "_Target"], rules: tuple[str, ...], conf
     return {text: target for text, target in variants.items() if target is not None}
 
 
+@functools.lru_cache(maxsize=1 << 18)  # a hub's aliases come back for every page that links it
+def _usable_variants(alias: str, rules: tuple[str, ...], lowerable: bool, min_alias_chars: int,
+                     stopwords: str) -> tuple[tuple[str, str], ...]:
+    """:func:`_variants` of one alias without those too short or stopwords (``stopwords``: the spec)."""
+    stopword_set = resolve_stopwords(stopwords)
+    return tuple((text, source) for text, source in _variants(alias, rules, lowerable)
+                 if len(text.strip()) >= min_alias_chars and text.casefold() not in stopword_set)
+
+
 def _entities_of(target: "_Target") -> tuple[str, ...]:
     return (target.entity,) + tuple(entity for _start, entity, _source in target.by_position)
 
@@ -597,17 +607,14 @@ def _entities_of(target: "_Target") -> tuple[str, ...]:
 def _loose_forms(tokens: set[str], rules: tuple[str, ...]) -> set[str]:
     """Forms of the page's tokens under which a variant's first token meets its alias's: first letter
     lower-cased (case rule), an English plural ending removed (plural rule)."""
-    plural = ALIAS_PLURAL_EN in rules
-    forms = set()
-    for token in tokens:
-        token = token[:1].lower() + token[1:]
-        forms.add(token)
-        if plural and token.endswith("s"):
-            forms.add(token[:-1])
-            if token.endswith("es"):
-                forms.add(token[:-2])
-                if token.endswith("ies"):
-                    forms.add(token[:-3] + "y")
+    # Most tokens start with a lower-case letter, which lower() leaves alone: only the others are rebuilt.
+    forms = {token if token[:1].islower() else token[:1].lower() + token[1:] for token in tokens}
+    if ALIAS_PLURAL_EN in rules:
+        plurals = [token for token in forms if token.endswith("s")]
+        forms.update([token[:-1] for token in plurals])
+        plurals = [token for token in plurals if token.endswith("es")]
+        forms.update([token[:-2] for token in plurals])
+        forms.update([token[:-3] + "y" for token in plurals if token.endswith("ies")])
     return forms
 
 
@@ -700,16 +707,22 @@ class _PageTokens:
     def in_a_row(self, folded_alias: str, inner_only: bool = False) -> bool:
         """Are the alias's tokens adjacent pairs of the page (its first token checked by the caller)?
         ``inner_only``: only the pairs that no variant rule changes (not the first or last token)."""
-        tokens = _alias_tokens(folded_alias, self.token_re)
+        pairs = _alias_pairs(folded_alias, self.token_re)
         if inner_only:
-            tokens = tokens[1:-1]
-        adjacent = self.adjacent
-        return all(pair in adjacent for pair in zip(tokens, tokens[1:]))
+            pairs = pairs[1:-1]  # the pairs of tokens[1:-1]
+        return self.adjacent.issuperset(pairs)
 
 
 @functools.lru_cache(maxsize=1 << 18)  # a hub's aliases come back for every page that links it
 def _alias_tokens(folded_alias: str, token_re: re.Pattern) -> tuple[str, ...]:
     return tuple(token_re.findall(folded_alias))
+
+
+@functools.lru_cache(maxsize=1 << 18)
+def _alias_pairs(folded_alias: str, token_re: re.Pattern) -> tuple[tuple[str, str], ...]:
+    """The adjacent token pairs of an alias, in order."""
+    tokens = _alias_tokens(folded_alias, token_re)
+    return tuple(zip(tokens, tokens[1:]))
 
 
 @dataclass(slots=True)

@@ -45,10 +45,14 @@ demo-train: $(STAMP)
 		--data $(DEMO_OUT) --output_dir $(DEMO_RUN) --max_steps 40 --data.overfit_passages 64 --train.log_every 2
 	@echo "losses: $(DEMO_RUN)/metrics.jsonl  plot: $(DEMO_RUN)/loss.png"
 
+# The suite on TEST_WORKERS processes (pytest-xdist): tests sharing a corpus job or the training runs stay on one
+# worker (work units: tests/conftest.py). `make test TEST_WORKERS=0` runs it in one process.
+TEST_WORKERS ?= 2
+
 test: $(STAMP)
 	$(PY) -m ruff check .
 	$(VENV)/bin/lint-imports --no-cache
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS)
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_extract.py --json benchmarks/results/extract.json

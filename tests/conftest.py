@@ -88,3 +88,61 @@ def enwiki206_corpus(tmp_path_factory) -> Path:
     run_job(dump("enwiki-2016-206pages-articles1.xml.bz2"), out, "--num_shards", "2",
             "--validation_fraction", "0.05", "--keep_red_links", "true")
     return out
+
+
+# -- parallel runs: `make test` runs the suite on 2 processes (pytest-xdist, -n 2) --------------------------
+# A session fixture is made once per worker process. So that no corpus job or training run is made twice, the
+# tests are sent to the workers in work units that keep together the tests sharing one: every test that reads
+# a shared dump's session run (its dump's name is in its id), every test of a module that reads the 206-page
+# corpus or the training runs (one unit: the trainer's runs read that corpus), and otherwise one unit per module.
+# Units start longest first (the training runs, then the real-dump jobs), so no long unit is left for the end.
+ENWIKI206_DUMP = "enwiki-2016-206pages-articles1.xml.bz2"
+ENWIKI206_UNIT = "enwiki206 corpus and the training runs"
+_ENWIKI206_FIXTURES = ("enwiki206_corpus", "corpus_dir", "trainer_runs", "tokenizer_and_ids")
+_READS_ENWIKI206: dict[str, bool] = {}
+_DUMP_NAMES = sorted(p.name for p in WIKIDUMPS.glob("*")) if HAVE_WIKIDUMPS else []
+
+
+def _module_reads_enwiki206(module: str) -> bool:
+    if module not in _READS_ENWIKI206:
+        path = REPO / module
+        text = path.read_text(encoding="utf-8") if path.is_file() else ""
+        _READS_ENWIKI206[module] = module.startswith("tests/trainer/") or any(f in text for f in _ENWIKI206_FIXTURES)
+    return _READS_ENWIKI206[module]
+
+
+def work_unit(nodeid: str) -> str:
+    """The unit of work a test goes to (a test id -> a name); see above."""
+    module, _, rest = nodeid.partition("::")
+    params = rest[rest.find("[") + 1:-1] if rest.endswith("]") else ""
+    dumps = [name for name in _DUMP_NAMES if name in params] if params else []
+    if dumps:
+        name = max(dumps, key=len)  # the longest: a multistream dump's index file is not the dump
+        return ENWIKI206_UNIT if name == ENWIKI206_DUMP else f"dump {name}"
+    if _module_reads_enwiki206(module):
+        return ENWIKI206_UNIT
+    return module
+
+
+def _unit_order(unit: str) -> int:
+    return 0 if unit == ENWIKI206_UNIT else 1 if unit.startswith("dump ") else 2
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SharedWorkScheduling(LoadScopeScheduling):
+        def __init__(self, config, log=None):
+            super().__init__(config, log)
+            config.option.loadscopereorder = False  # the collection's order (below), not the units' sizes
+
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    return SharedWorkScheduling(config, log)
+
+
+def pytest_collection_modifyitems(config, items):
+    if getattr(config, "workerinput", None) is not None or config.getoption("numprocesses", None):
+        items.sort(key=lambda item: _unit_order(work_unit(item.nodeid)))  # stable: modules keep their order

@@ -2,6 +2,7 @@
 sample dump, and a helper that runs the corpus job for real (DirectRunner)."""
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -92,36 +93,80 @@ def enwiki206_corpus(tmp_path_factory) -> Path:
 
 # -- parallel runs: `make test` runs the suite on 2 processes (pytest-xdist, -n 2) --------------------------
 # A session fixture is made once per worker process. So that no corpus job or training run is made twice, the
-# tests are sent to the workers in work units that keep together the tests sharing one: every test that reads
-# a shared dump's session run (its dump's name is in its id), every test of a module that reads the 206-page
-# corpus or the training runs (one unit: the trainer's runs read that corpus), and otherwise one unit per module.
-# Units start longest first (the training runs, then the real-dump jobs), so no long unit is left for the end.
+# tests go to the workers in work units that keep together the tests sharing one: the tests that read one shared
+# dump's session run (the dump's name is in the test's id, or in its code or its module's fixtures' code); the
+# tests that read the 206-page corpus or the training runs (one unit: the training runs read that corpus); and
+# otherwise one unit per module. Units start longest first (the training runs, then the real-dump jobs), so no
+# long unit is left for the end. The units are found from the test files' source (the controller collects nothing).
 ENWIKI206_DUMP = "enwiki-2016-206pages-articles1.xml.bz2"
 ENWIKI206_UNIT = "enwiki206 corpus and the training runs"
-_ENWIKI206_FIXTURES = ("enwiki206_corpus", "corpus_dir", "trainer_runs", "tokenizer_and_ids")
-_READS_ENWIKI206: dict[str, bool] = {}
-_DUMP_NAMES = sorted(p.name for p in WIKIDUMPS.glob("*")) if HAVE_WIKIDUMPS else []
+_ENWIKI206_FIXTURES = frozenset({"enwiki206_corpus", "corpus_dir", "trainer_runs", "tokenizer_and_ids"})
+_DUMP_NAMES = sorted(p.name for p in WIKIDUMPS.glob("*.xml*") if "-index." not in p.name) if HAVE_WIKIDUMPS else []
 
 
-def _module_reads_enwiki206(module: str) -> bool:
-    if module not in _READS_ENWIKI206:
-        path = REPO / module
-        text = path.read_text(encoding="utf-8") if path.is_file() else ""
-        _READS_ENWIKI206[module] = module.startswith("tests/trainer/") or any(f in text for f in _ENWIKI206_FIXTURES)
-    return _READS_ENWIKI206[module]
+def _unit_of_reads(names: set[str], params: str, strings: list[str]) -> str | None:
+    """The unit of a test that takes or names the fixtures ``names``, has the id parameters ``params`` and holds
+    ``strings`` in its code; None when it reads no session corpus. A dump named in the id decides, then the
+    206-page corpus, then a dump named in the code."""
+    def unit_of_dump_in(texts: list[str]) -> str | None:
+        dumps = [name for text in texts for name in _DUMP_NAMES if name in text]
+        if not dumps:
+            return None
+        name = max(dumps, key=len)  # the most specific name (a multistream dump's rather than its stem's)
+        return ENWIKI206_UNIT if name == ENWIKI206_DUMP else f"dump {name}"
+
+    if not names & {"shared_dump_corpus", *_ENWIKI206_FIXTURES}:
+        return None
+    unit = unit_of_dump_in([params])
+    if unit is None and names & _ENWIKI206_FIXTURES:
+        unit = ENWIKI206_UNIT
+    if unit is None and "shared_dump_corpus" in names:
+        unit = unit_of_dump_in(strings)
+    return unit
+
+
+@functools.lru_cache(maxsize=None)
+def _reads_of_module(module: str) -> dict[str, tuple[set[str], list[str]]]:
+    """test function name -> (the fixtures it takes or names, the strings it holds), for ``module``."""
+    import ast
+
+    path = REPO / module
+    if not path.is_file():
+        return {}
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    constants = {t.id: n.value.value for n in tree.body if isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant)
+                 for t in n.targets if isinstance(t, ast.Name) and isinstance(n.value.value, str)}
+    functions = {n.name: n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+
+    def reads(fn, seen=()) -> tuple[set[str], list[str]]:
+        """The fixture names ``fn`` takes or names, and the strings it holds, with those of the module's
+        fixtures and constants it uses."""
+        names = {arg.arg for arg in fn.args.args}
+        strings = []
+        for node in (inner for statement in fn.body for inner in ast.walk(statement)):  # not the decorators'
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                strings.append(node.value)
+                names.add(node.value)  # request.getfixturevalue("enwiki206_corpus")
+            elif isinstance(node, ast.Name) and node.id in constants:
+                strings.append(constants[node.id])
+        for name in sorted(names & functions.keys() - {fn.name, *seen}):
+            more_names, more_strings = reads(functions[name], (*seen, fn.name))
+            names |= more_names
+            strings += more_strings
+        return names, strings
+
+    return {name: reads(fn) for name, fn in functions.items() if name.startswith("test")}
 
 
 def work_unit(nodeid: str) -> str:
     """The unit of work a test goes to (a test id -> a name); see above."""
     module, _, rest = nodeid.partition("::")
-    params = rest[rest.find("[") + 1:-1] if rest.endswith("]") else ""
-    dumps = [name for name in _DUMP_NAMES if name in params] if params else []
-    if dumps:
-        name = max(dumps, key=len)  # the longest: a multistream dump's index file is not the dump
-        return ENWIKI206_UNIT if name == ENWIKI206_DUMP else f"dump {name}"
-    if _module_reads_enwiki206(module):
-        return ENWIKI206_UNIT
-    return module
+    name, _, params = rest.rpartition("::")[2].partition("[")
+    names, strings = _reads_of_module(module).get(name, (set(), []))
+    unit = _unit_of_reads(names, params, strings)
+    if unit:
+        return unit
+    return ENWIKI206_UNIT if module.startswith("tests/trainer/") else module
 
 
 def _unit_order(unit: str) -> int:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import apache_beam as beam
 import pytest
-from apache_beam.testing.test_pipeline import TestPipeline
+from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from pipelines.transforms.parse import TopDroppedTemplates, extraction_counter
@@ -23,7 +23,7 @@ def test_extraction_counts_become_template_counters():
 
 def test_top_dropped_templates_keeps_n_names_and_an_other_bucket():
     names = [("Infobox", 5), ("Cite web", 3), ("Infobox", 2), ("Navbox", 3), ("Rare", 1), ("Odd", 1)]
-    with TestPipeline() as p:
+    with BeamTestPipeline() as p:
         stats = p | beam.Create(names) | TopDroppedTemplates(top=2)
         # Infobox 7; Navbox and Cite web tie at 3: the name breaks the tie, every run alike.
         assert_that(stats, equal_to([("templates_dropped/Infobox", 7), ("templates_dropped/Navbox", 3),
@@ -31,7 +31,7 @@ def test_top_dropped_templates_keeps_n_names_and_an_other_bucket():
 
 
 def test_top_dropped_templates_of_nothing_is_nothing():
-    with TestPipeline() as p:
+    with BeamTestPipeline() as p:
         stats = p | beam.Create([]) | TopDroppedTemplates(top=2)
         assert_that(stats, equal_to([]))
 

@@ -189,5 +189,5 @@ def pytest_xdist_make_scheduler(config, log):
 
 
 def pytest_collection_modifyitems(config, items):
-    if getattr(config, "workerinput", None) is not None or config.getoption("numprocesses", None):
+    if getattr(config, "workerinput", None) is not None:  # an xdist worker (the controller collects nothing)
         items.sort(key=lambda item: _unit_order(work_unit(item.nodeid)))  # stable: modules keep their order

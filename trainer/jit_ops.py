@@ -9,10 +9,10 @@ removes a ``lock`` file left by a dead holder, and builds or loads the op. ``ini
 re-loads the built op, a window of milliseconds.
 
 The build goes under the virtual environment (``<venv>/torch_extensions/<hash of its path>``) unless
-TORCH_EXTENSIONS_DIR says otherwise. torch's default, ``~/.cache/torch_extensions``, is shared by every environment of the user, and the
-build is keyed by the op's name alone while its command line names one environment's include paths: two
-checkouts (a clone beside a working tree, CI beside a developer) then rebuild the same ``.so`` in place, turn
-about, a minute each, and a rank that has the old file mapped can die at exit.
+TORCH_EXTENSIONS_DIR says otherwise. torch's default, ``~/.cache/torch_extensions``, is shared by every
+environment of the user, and the build is keyed by the op's name alone while its command line names one
+environment's include paths: two checkouts (a clone beside a working tree, CI beside a developer) then
+rebuild the same ``.so`` in place, in turn, a minute each, under ranks that have it loaded.
 """
 from __future__ import annotations
 

@@ -337,7 +337,7 @@ def train(argv: list[str] | None = None) -> None:
         png = plot_losses(run_dir)
         say(f"done: {step} steps; loss curve {png}")
     dist.barrier()
-    # gloo's threads are joined here, not by the interpreter's teardown (which can abort: "terminate called ...")
+    # the process group is released here, while the run is still whole, rather than in the interpreter's teardown
     dist.destroy_process_group()
 
 

@@ -586,8 +586,7 @@ def tokenize_with_mentions(text: str, mentions: Sequence[Mention], tokenizer: To
     spans: list[TokenMention] = []
     dropped: list[Mention] = []
     if ordered:  # plain ints: token_span reads a few per mention, and numpy scalars are slow to index
-        starts = starts.tolist() if isinstance(starts, np.ndarray) else starts
-        ends = ends.tolist() if isinstance(ends, np.ndarray) else ends
+        starts, ends = starts.tolist(), ends.tolist()
     for m, first, last in zip(ordered, firsts, lasts):
         span = token_span(text, starts, ends, first, last, m.start, m.end)
         if span is None:

@@ -72,6 +72,56 @@ def test_lookup_join_keeps_one_pages_requests_in_one_group():
         assert_that(out.main, equal_to([(page, 3) for page in range(40)]))
 
 
+def test_lookup_join_batched_requests_meet_as_single_requests_do():
+    """A batch of a hot key is split by its requests' sub-keys: the same groups, outputs and
+    counters as the requests sent one by one (with or without request_counts given)."""
+
+    class GroupsFn(GroupJoinFn):
+        join_name = "Groups"
+
+        def join(self, key, salt, values, requests):
+            yield key, tuple(values), tuple(sorted(requests))
+
+    singles = [("hub", (page, n)) for page in range(40) for n in range(3)] + [("small", (1, 0))]
+    batches = [("hub", tuple(r for _k, r in singles[:60])), ("hub", tuple(r for _k, r in singles[60:120])),
+               ("small", ((1, 0),))]
+    table = [("hub", "H"), ("small", "S")]
+
+    def run(p, name, inputs):
+        out = inputs | name >> LookupJoin(GroupsFn(), salt_key=lambda r: r[0], max_group=10)
+        return out.main, tuple([out["stats"]]) | f"{name}Stats" >> SumStats()
+
+    with BeamTestPipeline() as p:
+        tab = p | "Tab" >> beam.Create(table)
+        one, one_stats = run(p, "Singles", {"requests": p | "Req" >> beam.Create(singles), "table": tab})
+        many, many_stats = run(p, "Batches", {"request_batches": p | "Bat" >> beam.Create(batches), "table": tab})
+        counted, _ = run(p, "Counted", {"request_batches": p | "Bat2" >> beam.Create(batches), "table": tab,
+                                        "request_counts": p | "Counts" >> beam.Create([("hub", 120), ("small", 1)])})
+        # 120 requests of "hub" over 15 salts (13 of them used), one page's requests always in one group
+        expected = _groups(singles, table, 10)
+        assert sum(1 for key, _v, _r in expected if key == "hub") == 13
+        for name, out in (("One", one), ("Many", many), ("Counted", counted)):
+            assert_that(out, equal_to(expected), label=f"{name}Groups")
+        for name, stats in (("One", one_stats), ("Many", many_stats)):
+            assert_that(stats | f"{name}Volume" >> beam.Filter(lambda kv: kv[0] == "volume/Groups/requests"),
+                        equal_to([("volume/Groups/requests", 121)]), label=f"{name}Volume")
+
+
+def _groups(singles, table, max_group):
+    """The (key, values, requests) groups LookupJoin makes of ``singles``, computed directly."""
+    from pipelines.transforms.write import stable_shard
+    counts = {}
+    for key, _r in singles:
+        counts[key] = counts.get(key, 0) + 1
+    groups = {}
+    for key, request in singles:
+        salts = salts_needed(counts[key], max_group)
+        salt = stable_shard(str(request[0]), salts) if salts > 1 else 0
+        groups.setdefault((key, salt), []).append(request)
+    values = dict(table)
+    return [(key, (values[key],), tuple(sorted(reqs))) for (key, _salt), reqs in groups.items()]
+
+
 PAGE_KINDS = [("Paris", "article"), ("France", "article"), ("Paree", "redirect"), ("Lutetia", "redirect"),
               ("Cat typo", "other_namespace_redirect"), ("Via typo", "redirect")]
 REDIRECTS = [("Paree", "Paris"), ("Lutetia", "Paree"), ("Via typo", "Cat typo")]
@@ -97,7 +147,7 @@ def test_hot_link_target_split_gives_the_same_resolutions_and_counts():
                 ResolveLinks(True, max_group))
             assert_that(links["entity_links"], equal_to([("Paris", 120)]), label="EntityLinks")
             assert_that(links["anchors"], equal_to([(("Paris", "Paris"), 60), (("Paree", "Paris"), 60)]), label="Anchors")
-            assert_that(links["entity_refs"] | beam.Map(lambda kv: (kv[0], kv[1][0])) | beam.Distinct()
+            assert_that(links["entity_refs"] | beam.FlatMap(lambda kv: [(kv[0], ref[0]) for ref in kv[1]]) | beam.Distinct()
                         | beam.combiners.Count.Globally(), equal_to([60]), label="Refs")
             stats = tuple(links["stats"]) | SumStats()
             assert_that(_stat(stats, "link_targets/other_namespace_redirect"),
@@ -130,7 +180,7 @@ def test_label_missing_mentions_bounded_join_keeps_labels():
         own = anchors[150 + page]  # far beyond the top aliases a page receives
         text = f"{own} is near. Later {own} and {anchors[0]} and {hub} again."
         articles.append(Article(page, f"Page {page}", text, [LinkMention(0, len(own), own, hub)]))
-        refs.append((hub, (page, "linked", hub, (own,))))
+        refs.append((page, "linked", hub, (own,)))
         later = text.index("Later") + 6
         top = text.index(anchors[0])
         title = text.rindex(hub)
@@ -138,8 +188,8 @@ def test_label_missing_mentions_bounded_join_keeps_labels():
                                 (top, top + len(anchors[0]), hub, "same_page_alias"),
                                 (title, title + len(hub), hub, "same_page_alias"))))
     config = LabelConfig(top_aliases_per_page=8)
-    for max_group in (4, 10_000):
-        _check_labels(articles, refs, [(hub, 30)], alias_rows, config, max_group, expected)
+    for max_group in (4, 10_000):  # one batch of the hub's 30 refs, split into groups of 4 or not at all
+        _check_labels(articles, [(hub, tuple(refs))], [(hub, 30)], alias_rows, config, max_group, expected)
 
 
 def test_ranked_aliases_for_a_page():

@@ -80,10 +80,11 @@ def test_resolve_links_counts_anchors_entities_and_red_links():
         assert_that(links["anchors"], equal_to([
             (("Paris", "Paris"), 1), (("Paree", "Paris"), 1), (("the capital", "Paris"), 1), (("France", "France"), 1)]),
             label="Anchors")
-        # Usable links only, each with its page, target and anchor texts, for the label join.
+        # Usable links only, each with its page, target and anchor texts, for the label join: one batch per target.
         assert_that(links["entity_refs"], equal_to([
-            ("Paris", (1, "linked", "Paris", ("Paris",))), ("Paris", (1, "linked", "Paree", ("Paree",))),
-            ("Paris", (1, "linked", "City of Light", ("the capital",))), ("France", (2, "linked", "France", ("France",))),
+            ("Paris", ((1, "linked", "Paris", ("Paris",)),)), ("Paris", ((1, "linked", "Paree", ("Paree",)),)),
+            ("Paris", ((1, "linked", "City of Light", ("the capital",)),)),
+            ("France", ((2, "linked", "France", ("France",)),)),
         ]), label="Refs")
 
 

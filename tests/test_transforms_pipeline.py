@@ -119,7 +119,7 @@ def test_label_missing_mentions_labels_hyperlinks_page_and_title_aliases():
         Article(1, "Paris", text, links),
         Article(2, "Lyon", "Lyon is in France.", []),  # links nothing: only its own title entity's aliases
     ]
-    refs = [("France", (1, "linked", "France", ("France",)))]
+    refs = [("France", ((1, "linked", "France", ("France",)),))]  # one batch, as ResolveLinks yields them
     alias_rows = [
         {"alias": "France", "entity": "France", "count": 40, "prior": 0.9, "sources": ["anchor", "title"]},
         {"alias": "French Republic", "entity": "France", "count": 3, "prior": 1.0, "sources": ["anchor"]},

@@ -19,10 +19,16 @@ hash's spread (a few percent) keeps every group under ``max_group`` requests, wh
 the size of the corpus; the largest one seen is reported as
 ``largest_group/<join>`` in stats.json.
 
+A request source may also send requests in batches, ``(key, (request, ...))``: one element for
+many requests of one key, made where they are already together (ResolveLinks' group of one
+link target yields the refs of all its linking pages to the entity at once). A batch of a heavy
+key is split by its requests' sub-keys; groups, counters and outputs are the same as for single
+requests, with fewer elements to encode, shuffle and decode.
+
 Each join also reports the bytes it shuffles (``volume/<join>/table_bytes``, exact,
 and ``volume/<join>/request_bytes``, estimated from a 1-in-16 sample of the requests
 chosen by their salt key, so the estimate is the same on any runner and parallelism),
-as Beam's default coder encodes them.
+as Beam's default coder encodes them one by one (batched requests take a little less).
 """
 from __future__ import annotations
 
@@ -90,7 +96,12 @@ class GroupJoinFn(CountingDoFn):
         (key, salt), tagged = element
         table, requests = [], []
         for tag, value in tagged:  # one pass over the group, as CoGroupByKey would, without its extra steps
-            (requests if tag == REQUEST else table).append(value)
+            if tag == REQUEST:
+                requests.append(value)
+            elif tag == REQUESTS:
+                requests.extend(value)
+            else:
+                table.append(value)
         name = self.join_name
         self.count(f"volume/{name}/table", len(table))
         if table:
@@ -108,13 +119,23 @@ class GroupJoinFn(CountingDoFn):
 
 
 # The two sides of a join travel through one GroupByKey, each value tagged with its side (a
-# small int, not CoGroupByKey's tag string and its per-element tagging and regrouping steps).
-TABLE, REQUEST = 0, 1
+# small int, not CoGroupByKey's tag string and its per-element tagging and regrouping steps);
+# REQUESTS tags a batch of requests of one key.
+TABLE, REQUEST, REQUESTS = 0, 1, 2
 
 
 def _tag_request(kv):
     key, request = kv
     return key, (REQUEST, request)
+
+
+def _tag_request_batch(kv):
+    key, batch = kv
+    return key, (REQUESTS, tuple(batch))
+
+
+def _batch_size(kv):
+    return kv[0], len(kv[1])
 
 
 def _tag_table_value(kv):
@@ -129,17 +150,23 @@ def _salt(kv, heavy: dict, salt_key: Callable, _none=object()):
     salts = heavy.get(key, _none)
     if salts is _none:
         return (((key, 0), tagged),)
-    if tagged[0] == TABLE:
+    tag = tagged[0]
+    if tag == TABLE:
         return tuple(((key, salt), tagged) for salt in range(salts))
+    if tag == REQUESTS:  # split the batch: each request goes where it would go alone
+        by_salt: dict[int, list] = {}
+        for request in tagged[1]:
+            by_salt.setdefault(stable_shard(str(salt_key(request)), salts), []).append(request)
+        return tuple(((key, salt), (REQUESTS, tuple(part))) for salt, part in sorted(by_salt.items()))
     return (((key, stable_shard(str(salt_key(tagged[1])), salts)), tagged),)
 
 
 class LookupJoin(beam.PTransform):
-    """{"requests": (key, request), "table": (key, value)[, "request_counts": (key, n)]}
-    -> the outputs of ``join_fn`` applied to every bounded (sub-)group.
+    """{"requests": (key, request), "table": (key, value)[, "request_batches": (key, (request, ...)),
+    "request_counts": (key, n)]} -> the outputs of ``join_fn`` applied to every bounded (sub-)group.
 
     ``requests`` may be a tuple of PCollections (several sources of requests, flattened here
-    with the table in one step).
+    with the table in one step), or empty when ``request_batches`` brings them all.
     ``salt_key(request)`` picks the sub-group of a request of a heavy key.
     ``request_counts``, when given, are upper bounds of the requests per key
     that the job has already counted (e.g. links per entity); otherwise they
@@ -160,20 +187,21 @@ class LookupJoin(beam.PTransform):
         self.main = main
 
     def expand(self, inputs):
-        requests, table = inputs["requests"], inputs["table"]
+        requests, table = inputs.get("requests", ()), inputs["table"]
         parts = tuple(requests) if isinstance(requests, (tuple, list)) else (requests,)  # several request sources
+        batches = inputs.get("request_batches")
+        batch_parts = tuple(batches) if isinstance(batches, (tuple, list)) else (batches,) if batches else ()
+        if not parts and not batch_parts:
+            raise ValueError("LookupJoin needs requests or request_batches")
         counts = inputs.get("request_counts")
         if counts is None:
-            counts = (
-                parts
-                | "FlattenToCount" >> beam.Flatten()
-                | "KeyOnly" >> beam.Map(lambda kv: (kv[0], 1))
-                | "CountRequests" >> beam.CombinePerKey(sum)
-            ) if len(parts) > 1 else (
-                parts[0]
-                | "KeyOnly" >> beam.Map(lambda kv: (kv[0], 1))
-                | "CountRequests" >> beam.CombinePerKey(sum)
-            )
+            keyed = [part | (f"KeyOnly{i}" if i else "KeyOnly") >> beam.Map(lambda kv: (kv[0], 1))
+                     for i, part in enumerate(parts)]
+            keyed += [part | (f"BatchSize{i}" if i else "BatchSize") >> beam.Map(_batch_size)
+                      for i, part in enumerate(batch_parts)]
+            if len(keyed) > 1:
+                keyed = [tuple(keyed) | "FlattenToCount" >> beam.Flatten()]
+            counts = keyed[0] | "CountRequests" >> beam.CombinePerKey(sum)
         bound = self.max_group
         heavy = beam.pvalue.AsDict(
             counts
@@ -188,6 +216,8 @@ class LookupJoin(beam.PTransform):
         tagged = [table | "TagTable" >> beam.Map(_tag_table_value)]
         tagged += [part | (f"TagRequests{i}" if i else "TagRequests") >> beam.Map(_tag_request)
                    for i, part in enumerate(parts)]
+        tagged += [part | (f"TagRequestBatches{i}" if i else "TagRequestBatches") >> beam.Map(_tag_request_batch)
+                   for i, part in enumerate(batch_parts)]
         return (
             tuple(tagged)
             | "FlattenSides" >> beam.Flatten()

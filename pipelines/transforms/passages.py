@@ -175,8 +175,8 @@ class LabelArticleFn(CountingDoFn):
 class LabelMissingMentions(beam.PTransform):
     """Articles + entity refs of their usable links + alias rows -> LabeledArticle.
 
-    Inputs: ``articles``; ``entity_refs`` ((entity, (page_id, "linked", target,
-    anchor texts)) of usable links);
+    Inputs: ``articles``; ``entity_refs`` (batches of refs of usable links, (entity,
+    ((page_id, "linked", target, anchor texts), ...)));
     ``entity_links`` ((entity, links), an upper bound of the pages per entity);
     ``alias_rows`` (alias-table dicts).
     """
@@ -196,9 +196,9 @@ class LabelMissingMentions(beam.PTransform):
                 self.config.max_aliases_per_entity, key=_rank_of, reverse=True)
         )
         title_refs = articles | "TitleEntityRef" >> beam.Map(lambda a: (a.title, (a.page_id, TITLE, None, ())))
-        refs = (inputs["entity_refs"], title_refs)  # flattened in the join, with the table
         ref_counts = inputs["entity_links"] | "RefsUpperBound" >> beam.Map(lambda kv: (kv[0], kv[1] + 1))
-        candidates = {"requests": refs, "table": top_aliases, "request_counts": ref_counts} | (
+        candidates = {"requests": title_refs, "request_batches": inputs["entity_refs"], "table": top_aliases,
+                      "request_counts": ref_counts} | (
             "JoinEntityAliases" >> LookupJoin(CandidatesForEntityFn(self.config.top_aliases_per_page), lambda ref: ref[0], self.max_group, main="out"))
         labeled = (
             (articles | "ArticleByPageId" >> beam.Map(_article_by_page_id), candidates.out)

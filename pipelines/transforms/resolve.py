@@ -147,11 +147,11 @@ class ResolveTargetFn(GroupJoinFn):
     of the pages that link to it.
 
     Only usable links (an article, or a red link when kept) go on; the others
-    are counted here as ``links_dropped/<status>``. Main output:
-    (entity, (page_id, "linked", target, surfaces)) for the label join, which
-    also hands each page its resolved targets; ``anchors``: ((surface,
-    entity), n) for the alias table; ``entity_links``: (entity, n) for the
-    vocabulary.
+    are counted here as ``links_dropped/<status>``. Main output: one batch of
+    refs per group, (entity, ((page_id, "linked", target, surfaces), ...)),
+    for the label join (its ``request_batches``), which also hands each page its
+    resolved targets; ``anchors``: ((surface, entity), n) for the alias table;
+    ``entity_links``: (entity, n) for the vocabulary.
     """
 
     join_name = "ResolveLinkTargets"
@@ -167,13 +167,16 @@ class ResolveTargetFn(GroupJoinFn):
         usable = usable_link(status, self.keep_red_links)
         total = pages = 0
         anchors: Counter = Counter()
+        refs = []  # the group's pages all refer to one entity: one element for them (at most max_group)
         for page_id, surfaces in linkers:
             pages += 1
             if usable:
-                yield entity, (page_id, LINKED, target, tuple(s for s, _ in surfaces))
+                refs.append((page_id, LINKED, target, tuple(s for s, _ in surfaces)))
             for surface, n in surfaces:
                 total += n
                 anchors[surface] += n
+        if refs:
+            yield entity, tuple(refs)
         self.count(f"link_targets/{status}", total)
         if not usable:
             self.count(f"links_dropped/{status}", total)

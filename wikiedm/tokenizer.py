@@ -36,9 +36,11 @@ being silently widened or narrowed.
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import os
 import re
+import shutil
 import tempfile
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, Sequence, Union
@@ -445,6 +447,86 @@ def _local_copy_if_remote(path: str) -> str:
         with open(os.path.join(local_dir, name), "wb") as dst:
             dst.write(storage.read_bytes(remote))
     return local_dir
+
+
+# Bump when what is cached changes meaning (the key below covers the versions and the BPE files).
+_SAVED_FILES_CACHE_FORMAT = 1
+_DIGESTS = "digests.json"
+
+
+def saved_tokenizer_files(name_or_path: str | None = None) -> list[tuple[str, bytes]]:
+    """The files ``save_pretrained`` writes for this tokenizer: (file name, bytes), sorted by name.
+
+    For the built-in default they are cached on disk (in ``$WIKIEDM_CACHE``, default
+    ``~/.cache/wikiedm``), keyed by the versions of transformers and tokenizers and the
+    digests of GPT-2's BPE files: building the default imports transformers and costs ~5 s of
+    CPU, which every corpus job paid to save its tokenizer. A cached file whose digest does not
+    match is ignored and the entry rebuilt; a cache that cannot be written is not an error.
+    """
+    key = DEFAULT_TOKENIZER if name_or_path in (None, "", DEFAULT_TOKENIZER) else str(name_or_path)
+    if key != DEFAULT_TOKENIZER:
+        return _save_pretrained_files(load_tokenizer(key))
+    folder = _saved_files_cache_folder()
+    cached = _read_cached_files(folder)
+    if cached is not None:
+        return cached
+    files = _save_pretrained_files(load_tokenizer(key))
+    _write_cached_files(folder, files)
+    return files
+
+
+def _save_pretrained_files(tok: "PreTrainedTokenizerFast") -> list[tuple[str, bytes]]:
+    with tempfile.TemporaryDirectory(prefix="tokenizer-") as tmp:
+        tok.save_pretrained(tmp)
+        return [(name, _read(os.path.join(tmp, name))) for name in sorted(os.listdir(tmp))]
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _saved_files_cache_folder() -> str:
+    from importlib.metadata import version
+
+    digest = hashlib.sha256(f"{_SAVED_FILES_CACHE_FORMAT} transformers {version('transformers')} "
+                            f"tokenizers {version('tokenizers')}".encode())
+    for path in gpt2_bpe_files():
+        digest.update(_read(path))
+    root = os.environ.get("WIKIEDM_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "wikiedm")
+    return os.path.join(root, "tokenizers", f"{DEFAULT_TOKENIZER}-{digest.hexdigest()[:20]}")
+
+
+def _read_cached_files(folder: str) -> list[tuple[str, bytes]] | None:
+    try:
+        with open(os.path.join(folder, _DIGESTS)) as f:
+            digests = json.load(f)
+        files = [(name, _read(os.path.join(folder, name))) for name in sorted(digests)]
+    except (OSError, ValueError, TypeError):
+        return None
+    if not files or any(hashlib.sha256(data).hexdigest() != digests[name] for name, data in files):
+        return None
+    return files
+
+
+def _write_cached_files(folder: str, files: list[tuple[str, bytes]]) -> None:
+    """Write the entry in a temporary folder beside it, then rename it into place (atomic: concurrent
+    jobs either see a whole entry or none)."""
+    tmp = None
+    try:
+        os.makedirs(os.path.dirname(folder), exist_ok=True)
+        tmp = tempfile.mkdtemp(prefix=".partial-", dir=os.path.dirname(folder))
+        for name, data in files:
+            with open(os.path.join(tmp, name), "wb") as f:
+                f.write(data)
+        with open(os.path.join(tmp, _DIGESTS), "w") as f:
+            json.dump({name: hashlib.sha256(data).hexdigest() for name, data in files}, f, sort_keys=True)
+        if os.path.isdir(folder):  # a damaged entry (digests did not match): replace it
+            shutil.rmtree(folder, ignore_errors=True)
+        os.rename(tmp, folder)
+    except OSError:  # read-only home, a concurrent writer got there first: the files are returned anyway
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def save_tokenizer(tok: "PreTrainedTokenizerFast", out_dir: str) -> list[str]:

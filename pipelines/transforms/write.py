@@ -27,8 +27,6 @@ import datetime as _dt
 import hashlib
 import logging
 import math
-import os
-import tempfile
 from dataclasses import dataclass
 
 import apache_beam as beam
@@ -38,7 +36,7 @@ from pipelines.external_sort import ExternalSorter
 from schemas import SCHEMAS
 from schemas.corpus import MENTION_SOURCES
 from wikiedm import storage
-from wikiedm.tokenizer import load_tokenizer, save_tokenizer
+from wikiedm.tokenizer import saved_tokenizer_files
 from wikiedm.validate import schema_fingerprint
 
 log = logging.getLogger(__name__)
@@ -227,15 +225,11 @@ class SaveTokenizerFn(beam.DoFn):
         self.name_or_path = name_or_path
 
     def process(self, _):
-        tokenizer = load_tokenizer(self.name_or_path)
         folder = storage.join(self.output, "tokenizer")
-        save_tokenizer(tokenizer, folder)
-        with tempfile.TemporaryDirectory() as tmp:  # list what save_pretrained writes
-            tokenizer.save_pretrained(tmp)
-            names = sorted(os.listdir(tmp))
-        for name in names:
+        for name, data in saved_tokenizer_files(self.name_or_path):  # the default's come from a disk cache
             path = storage.join(folder, name)
-            data = storage.read_bytes(path)
+            with storage.create(path) as f:
+                f.write(data)
             yield storage.file_record(self.output, path, data, None, "tokenizer")
 
 

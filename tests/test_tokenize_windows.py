@@ -341,3 +341,68 @@ def test_pipeline_text_to_windows(tok, coder):
     # A mention of at most overlap + 1 tokens always lies whole in some window.
     assert max(s.token_end - s.token_start for s in art.spans) <= overlap + 1
     assert len(seen) == 60
+
+
+# --------------------------------------------------------------------------- ChunkWindowsFn
+
+
+def chunk(article, vocab, window, overlap, passage_text=True):
+    """(rows, packed element, counters) of ChunkWindowsFn on one article."""
+    from pipelines.transforms.passages import ChunkWindowsFn, PassageOptions
+
+    options = PassageOptions("gpt2-bpe", window, overlap, 0.0, "", passage_text=passage_text)
+    fn = ChunkWindowsFn(options)
+    fn.setup()
+    rows = [row for _split, _key, row in fn.process(article, vocab)]
+    packed_fn = ChunkWindowsFn(options, packed=True)
+    packed_fn.setup()
+    packed = list(packed_fn.process(article, vocab))
+    assert dict(packed_fn._tally) == dict(fn._tally)
+    return rows, packed, dict(fn._tally)
+
+
+def test_a_mention_reaching_past_the_window_text_is_left_out_and_counted():
+    from pipelines.records import LabeledArticle
+
+    text = "one two three four five six"  # one token per word; the space goes with the next word
+    two_and_space = Mention(4, 8, "two ", "Two", "hyperlink")  # its tokens: " two"; its space: " three"'s
+    two = Mention(4, 7, "two", "Two", "same_page_alias")
+    five = Mention(19, 23, "five", "Five", "hyperlink")
+    article = LabeledArticle(page_id=7, title="T", text=text, mentions=[two_and_space, two, five])
+    rows, packed, counters = chunk(article, {"Two": 5}, window=2, overlap=0)
+    assert [r["text"] for r in rows] == ["one two", " three four", " five six"]
+    assert [r["char_offset"] for r in rows] == [0, 7, 18]
+    first = rows[0]["mentions"]
+    assert [(m["token_start"], m["token_end"], m["surface"], m["char_start"], m["char_end"], m["entity_id"])
+            for m in first] == [(1, 2, "two", 4, 7, 5)]
+    assert rows[2]["mentions"] == [{"token_start": 0, "token_end": 1, "entity_id": 1, "entity": "Five",
+                                    "source": "hyperlink", "surface": "five", "char_start": 1, "char_end": 5}]
+    assert counters["passage_mentions_dropped/outside_window_text"] == 1
+    assert counters["passage_mentions/outside_vocab"] == 1
+    assert counters["passage_mentions/hyperlink"] == counters["passage_mentions/same_page_alias"] == 1
+    assert counters["passages/train"] == 3 and counters["tokens/train"] == 6
+
+
+@pytest.mark.parametrize("passage_text", [True, False])
+def test_the_packed_windows_are_the_rows_in_arrow(passage_text):
+    """ChunkWindowsFn builds each page's Arrow batch column by column: the same bytes as
+    pack_rows of its rows (what WriteShards would have packed from them)."""
+    from pipelines.records import LabeledArticle
+    from pipelines.transforms.write import pack_rows
+    from schemas import passage_schema
+
+    text = " ".join(f"Paris{i} visited Київ and 北京 😀." for i in range(40))
+    mentions = [mention(text, "Київ", i) for i in range(40)] + [mention(text, "北京", i) for i in range(0, 40, 3)]
+    visited = [mention(text, "visited", i) for i in range(0, 40, 7)]
+    mentions += [Mention(m.start + 1, m.end, m.surface[1:], "Bad", "hyperlink") for m in visited]  # inside a token
+    article = LabeledArticle(page_id=12, title="Тест", text=text, mentions=mentions)
+    rows, packed, counters = chunk(article, {"Київ": 9}, window=16, overlap=4, passage_text=passage_text)
+    assert len(rows) > 10 and counters["mentions_dropped/not_token_aligned"] > 0
+    assert [(split, key) for split, key, _ in packed] == [("train", "12")]
+    assert packed[0][2] == pack_rows(12, rows, passage_schema(passage_text))
+    assert sum(len(r["mentions"]) for r in rows) >= 40 + 14
+    for r in rows:
+        assert r["passage_id"] == f"12:{r['window_index']}" and r["title"] == "Тест"
+        for m in r["mentions"]:
+            assert text[r["char_offset"] + m["char_start"]:r["char_offset"] + m["char_end"]] == m["surface"]
+            assert m["entity_id"] == (9 if m["entity"] == "Київ" else 1)

@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Sequence
 
+import numpy as np
+
 from wikiedm.tokenizer import TokenMention
 
 
@@ -52,27 +54,62 @@ def cut_windows(
     """Split ``token_ids`` into overlapping windows, each with its whole mentions."""
     n_tokens = len(token_ids)
     starts = window_starts(n_tokens, window, overlap)
+    _check_mentions(mentions, n_tokens)
     windows = [
         Window(index=k, token_start=s, token_ids=list(token_ids[s : s + window]))
         for k, s in enumerate(starts)
     ]
-    if not windows:
-        _check_mentions(mentions, n_tokens)
+    if not windows or not mentions:
         return windows
-    step = window - overlap
-    last = len(windows) - 1
-    for m in sorted(_check_mentions(mentions, n_tokens), key=_mention_order):
-        # Windows holding m whole: k*step <= m.token_start and m.token_end <= k*step + window.
-        first_k = max(0, -(-(m.token_end - window) // step))  # ceil division
-        last_k = min(last, m.token_start // step)
-        for k in range(first_k, last_k + 1):
-            w = windows[k]
-            w.mentions.append(TokenMention(m.token_start - w.token_start, m.token_end - w.token_start, m.mention))
+    spans = window_mentions(
+        n_tokens,
+        np.array([m.token_start for m in mentions], dtype=np.int64),
+        np.array([m.token_end for m in mentions], dtype=np.int64),
+        window=window,
+        overlap=overlap,
+    )
+    for k, i, start, end in zip(spans.window.tolist(), spans.mention.tolist(), spans.token_start.tolist(),
+                                spans.token_end.tolist()):
+        windows[k].mentions.append(TokenMention(start, end, mentions[i].mention))
     return windows
 
 
-def _mention_order(m: TokenMention) -> tuple[int, int]:
-    return (m.token_start, m.token_end)
+@dataclass(frozen=True, slots=True)
+class WindowMentions:
+    """Which windows hold which mentions whole (:func:`window_mentions`): one entry per (window, mention)
+    pair, by window, and in each window by the mention's (token_start, token_end)."""
+
+    window: np.ndarray  # int64: the window's index
+    mention: np.ndarray  # int64: the mention's position in the given arrays
+    token_start: np.ndarray  # int64: the mention's token span, window-relative
+    token_end: np.ndarray
+
+
+def window_mentions(
+    n_tokens: int,
+    token_start: np.ndarray,
+    token_end: np.ndarray,
+    *,
+    window: int = 128,
+    overlap: int = 10,
+) -> WindowMentions:
+    """:func:`cut_windows`'s placement of mentions, as arrays: the windows of an article of ``n_tokens``
+    tokens that hold each mention ``[token_start, token_end)`` whole (spans within the article, non-empty)."""
+    n_windows = len(window_starts(n_tokens, window, overlap))
+    step = window - overlap
+    order = np.lexsort((token_end, token_start))  # stable: mentions with equal spans keep their order
+    # Windows holding m whole: k*step <= m.token_start and m.token_end <= k*step + window.
+    first_k = np.maximum(0, -((window - token_end[order]) // step))  # ceil((token_end - window) / step)
+    last_k = np.minimum(n_windows - 1, token_start[order] // step)
+    counts = np.maximum(0, last_k - first_k + 1)
+    total = int(counts.sum())
+    mention = np.repeat(order, counts)
+    pair_offsets = np.repeat(np.cumsum(counts) - counts, counts)
+    k = np.repeat(first_k, counts) + (np.arange(total, dtype=np.int64) - pair_offsets)
+    by_window = np.argsort(k, kind="stable")
+    k, mention = k[by_window], mention[by_window]
+    window_start = k * step
+    return WindowMentions(k, mention, token_start[mention] - window_start, token_end[mention] - window_start)
 
 
 def _check_window_args(window: int, overlap: int) -> None:

@@ -20,19 +20,21 @@ from collections import Counter
 from dataclasses import dataclass
 
 import apache_beam as beam
+import numpy as np
+import pyarrow as pa
 
 from pipelines.corpus.alias_table import clean_alias
 from pipelines.corpus.candidates import RankedAliases, alias_rank, usable_alias
 from pipelines.corpus.labels import LINKED, TITLE, LabelConfig, label_page
 from pipelines.corpus.split import split_of
-from pipelines.corpus.windows import cut_windows
+from pipelines.corpus.windows import WindowMentions, window_mentions, window_starts
 from pipelines.records import Article, LabeledArticle, Mention
 from pipelines.transforms.joins import BYTES_SAMPLE, GroupJoinFn, LookupJoin, encoded_size, in_bytes_sample
 from pipelines.transforms.stats import STATS, CountingDoFn
-from pipelines.transforms.write import pack_rows
+from pipelines.transforms.write import pack_batch
 from schemas import UNK_ENTITY_ID, passage_schema
-from schemas.corpus import MentionSource
-from wikiedm.tokenizer import load_encoder, tokenize_with_mentions
+from schemas.corpus import MENTION_TYPE, MentionSource
+from wikiedm.tokenizer import load_encoder, tokenize_mention_arrays
 
 HYPERLINK = MentionSource.HYPERLINK
 
@@ -225,7 +227,7 @@ class ChunkWindowsFn(CountingDoFn):
         super().__init__()
         self.options = options
         self.packed = packed
-        self.schema = passage_schema(options.passage_text) if packed else None
+        self.schema = passage_schema(options.passage_text)
         self.tokenizer = None
 
     def setup(self) -> None:
@@ -237,71 +239,105 @@ class ChunkWindowsFn(CountingDoFn):
             return
         # One element per page: its windows are one shard key's rows and follow each other in
         # the files' (page_id, window_index) order, so they travel as one packed Arrow run.
-        windows = list(self.rows(article, vocab))
-        if windows:
-            split, page_key, _row = windows[0]
-            yield split, page_key, pack_rows(article.page_id, [row for _s, _k, row in windows], self.schema)
+        page = self.windows(article, vocab)
+        if page is not None:
+            split, page_key, batch = page
+            yield split, page_key, pack_batch(article.page_id, batch)
 
     def rows(self, article: LabeledArticle, vocab: dict):
         """(split, page id as the shard key, passage row) for every window of the article."""
+        page = self.windows(article, vocab)
+        if page is not None:
+            split, page_key, batch = page
+            for row in batch.to_pylist():
+                yield split, page_key, row
+
+    def windows(self, article: LabeledArticle, vocab: dict) -> tuple[str, str, pa.RecordBatch] | None:
+        """(split, page id as the shard key, the article's passages as one Arrow batch), or None
+        (no tokens). Built column by column: no Python object per token, nor a dict per row."""
         opts = self.options
         self.count("volume/ChunkWindows/in")
-        tokenized = tokenize_with_mentions(article.text, article.mentions, self.tokenizer, with_bounds=True)
-        self.count("mentions_dropped/not_token_aligned", tokenized.dropped)
-        windows = cut_windows(tokenized.token_ids, tokenized.spans, window=opts.window, overlap=opts.overlap)
-        if not windows:
+        tokenized = tokenize_mention_arrays(article.text, article.mentions, self.tokenizer, with_bounds=True)
+        self.count("mentions_dropped/not_token_aligned", len(tokenized.dropped_mentions))
+        ids = tokenized.token_ids
+        n_tokens = len(ids)
+        token_start = np.asarray(window_starts(n_tokens, opts.window, opts.overlap), dtype=np.int64)
+        n_windows = len(token_start)
+        if not n_windows:
             self.count("articles_without_tokens")
-            return
+            return None
         bounds = tokenized.bounds
         split = split_of(article.page_id, opts.validation_fraction, salt=opts.split_salt)
-        page_key = str(article.page_id)
         self.count(f"pages/{split}")
-        self.count(f"passages/{split}", len(windows))
-        self.count("volume/ChunkWindows/out", len(windows))
-        self.count(f"tokens/{split}", len(tokenized.token_ids))
-        by_source: Counter = Counter()
-        outside_vocab = outside_text = split_edges = 0
-        for w in windows:
-            token_end = w.token_start + len(w.token_ids)
-            char_start, char_end = bounds.span(w.token_start, token_end)
-            split_edges += bounds.splits_a_character(w.token_start) + bounds.splits_a_character(token_end)
-            mentions = []
-            for span in w.mentions:
-                m = span.mention
-                if not char_start <= m.start < m.end <= char_end:
-                    outside_text += 1
-                    continue
-                entity_id = vocab.get(m.entity, UNK_ENTITY_ID)
-                outside_vocab += entity_id == UNK_ENTITY_ID
-                by_source[m.source] += 1
-                mentions.append({
-                    "token_start": span.token_start,
-                    "token_end": span.token_end,
-                    "entity_id": entity_id,
-                    "entity": m.entity,
-                    "source": m.source,
-                    "surface": m.surface,
-                    "char_start": m.start - char_start,
-                    "char_end": m.end - char_start,
-                })
-            row = {
-                "passage_id": f"{article.page_id}:{w.index}",
-                "page_id": article.page_id,
-                "title": article.title,
-                "window_index": w.index,
-                "char_offset": char_start,
-                "token_ids": list(w.token_ids),
-                "mentions": mentions,
-            }
-            if opts.passage_text:
-                row["text"] = bounds.text[char_start:char_end]
-            yield split, page_key, row
-        # Counted once per page, not per mention: these run for every passage of the corpus.
-        self.count("passage_mentions/outside_vocab", outside_vocab)
-        self.count("passage_mentions_dropped/outside_window_text", outside_text)
-        self.count("passage_edges/split_character", split_edges)
-        for source, n in by_source.items():
+        self.count(f"passages/{split}", n_windows)
+        self.count("volume/ChunkWindows/out", n_windows)
+        self.count(f"tokens/{split}", n_tokens)
+        token_end = np.minimum(token_start + opts.window, n_tokens)
+        # The characters wholly inside each window's tokens (TokenBounds.span, for all windows).
+        char_start = bounds.first_char[token_start]
+        char_end = np.maximum(char_start, bounds.end_char[token_end])
+        self.count("passage_edges/split_character",
+                   int(np.count_nonzero(char_start != bounds.end_char[token_start]))
+                   + int(np.count_nonzero(bounds.first_char[token_end] != bounds.end_char[token_end])))
+        lengths = token_end - token_start
+        token_offsets = np.zeros(n_windows + 1, dtype=np.int32)
+        np.cumsum(lengths, out=token_offsets[1:])
+        token_index = np.arange(token_offsets[-1], dtype=np.int64) + np.repeat(token_start - token_offsets[:-1],
+                                                                                  lengths)
+        columns = {
+            "passage_id": pa.array([f"{article.page_id}:{k}" for k in range(n_windows)], pa.string()),
+            "page_id": pa.array(np.full(n_windows, article.page_id, dtype=np.int64)),
+            "title": pa.array([article.title] * n_windows, pa.string()),
+            "window_index": pa.array(np.arange(n_windows, dtype=np.int32)),
+            "char_offset": pa.array(char_start.astype(np.int32)),
+        }
+        if opts.passage_text:
+            text = bounds.text
+            columns["text"] = pa.array([text[a:b] for a, b in zip(char_start.tolist(), char_end.tolist())],
+                                       pa.string())
+        columns["token_ids"] = pa.ListArray.from_arrays(pa.array(token_offsets),
+                                                        pa.array(ids[token_index].astype(np.int32)))
+        columns["mentions"] = self._mentions(tokenized, n_tokens, token_start, char_start, char_end, vocab)
+        return split, str(article.page_id), pa.RecordBatch.from_arrays(list(columns.values()), schema=self.schema)
+
+    def _mentions(self, tokenized, n_tokens: int, token_start, char_start, char_end, vocab: dict) -> pa.ListArray:
+        """The ``mentions`` column: each window's mentions whose tokens and characters it holds (counted)."""
+        opts = self.options
+        n_windows = len(token_start)
+        placed = window_mentions(n_tokens, tokenized.token_start, tokenized.token_end, window=opts.window,
+                                 overlap=opts.overlap)
+        k, i = placed.window, placed.mention
+        m_start, m_end = tokenized.char_start[i], tokenized.char_end[i]
+        # A mention whose characters reach past the window's text (a space held by a token outside it) is left out.
+        inside = (char_start[k] <= m_start) & (m_start < m_end) & (m_end <= char_end[k])
+        self.count("passage_mentions_dropped/outside_window_text", int(len(inside) - np.count_nonzero(inside)))
+        if not inside.all():
+            k, i, m_start, m_end = k[inside], i[inside], m_start[inside], m_end[inside]
+            placed = WindowMentions(k, i, placed.token_start[inside], placed.token_end[inside])
+        mentions = tokenized.mentions
+        entity_ids = np.array([vocab.get(m.entity, UNK_ENTITY_ID) for m in mentions], dtype=np.int32)[i]
+        self.count("passage_mentions/outside_vocab", int(np.count_nonzero(entity_ids == UNK_ENTITY_ID)))
+        placed_mentions = [mentions[j] for j in i.tolist()]
+        sources = [m.source for m in placed_mentions]
+        for source, n in Counter(sources).items():
             self.count(f"passage_mentions/{source}", n)
+        window_of_start = char_start[k]
+        struct = pa.StructArray.from_arrays(
+            [
+                pa.array(placed.token_start.astype(np.int32)),
+                pa.array(placed.token_end.astype(np.int32)),
+                pa.array(entity_ids),
+                pa.array([m.entity for m in placed_mentions], pa.string()),
+                pa.array(sources, pa.string()),
+                pa.array([m.surface for m in placed_mentions], pa.string()),
+                pa.array((m_start - window_of_start).astype(np.int32)),
+                pa.array((m_end - window_of_start).astype(np.int32)),
+            ],
+            fields=list(MENTION_TYPE),
+        )
+        offsets = np.zeros(n_windows + 1, dtype=np.int32)
+        np.cumsum(np.bincount(k, minlength=n_windows), out=offsets[1:])
+        return pa.ListArray.from_arrays(pa.array(offsets), struct)
 
 
 class ChunkWindows(beam.PTransform):

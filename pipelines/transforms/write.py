@@ -97,7 +97,12 @@ class ShardSpec:
 def pack_rows(sort_key, rows: list[dict], schema: pa.Schema) -> tuple:
     """Rows that share one shard key and follow each other in the sort order -> one element
     for ``WriteShards(..., packed=True)``: (sort key of the run, row count, Arrow IPC bytes)."""
-    return sort_key, len(rows), pa.RecordBatch.from_pylist(rows, schema=schema).serialize().to_pybytes()
+    return pack_batch(sort_key, pa.RecordBatch.from_pylist(rows, schema=schema))
+
+
+def pack_batch(sort_key, batch: pa.RecordBatch) -> tuple:
+    """:func:`pack_rows` of rows already in an Arrow batch (of the output's schema)."""
+    return sort_key, batch.num_rows, batch.serialize().to_pybytes()
 
 
 def packed_order(packed: tuple):

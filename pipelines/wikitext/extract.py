@@ -451,8 +451,9 @@ def _trail_rule(pattern: str | None) -> Callable[[str], int]:
 
 
 # -- whitespace tidy with offset re-mapping --------------------------------------
-_START_MARK, _END_MARK = "\ue000", "\ue001"  # private-use: where mentions begin and end
-_MARKS = re.compile("[\ue000\ue001]")
+# Private-use: where mentions begin and end (the patterns below also see through "\ue001",
+# once the end mark; a text holding either takes the slow form).
+_MARK = "\ue000"
 # _TIDY_PUNCT with its look-arounds seeing through the marks.
 # (Group 1 keeps a "(" and its mark: replaced with r"\1".)
 _TIDY_PUNCT_MARKED = re.compile(
@@ -484,17 +485,17 @@ def _tidy(raw: str, spans: list[tuple[int, int, str]],
         if start < last or end < start:
             return _tidy_mapped(raw, spans, counts)
         pieces.append(raw[last:start])
-        pieces.append(_START_MARK)
         pieces.append(raw[start:end])
-        pieces.append(_END_MARK)
         last = end
     pieces.append(raw[last:])
-    marked = _tidy_punctuation("".join(pieces))
+    # One mark serves for both ends (the patterns treat both alike, and the raw text holds
+    # neither): marks alternate start, end, start... so str.split finds them.
+    marked = _tidy_punctuation(_MARK.join(pieces))
     # = _TIDY_SPACE.sub(_space_replacement, marked) up to leading/trailing space (stripped
     # below): a run with a newline becomes "\n", any other run " "; linear, in C.
     marked = "\n".join(filter(None, (" ".join(line.split()) for line in marked.split("\n"))))
     # Mark k (start, end, start, end...) sits after the first k + 1 pieces of the split.
-    segments = _MARKS.split(marked)
+    segments = marked.split(_MARK)
     positions = list(accumulate(map(len, segments)))
     text = "".join(segments)
     leading = len(text) - len(text.lstrip())
@@ -517,7 +518,8 @@ def _tidy(raw: str, spans: list[tuple[int, int, str]],
 
 _EMPTY_PARENTHESES = re.compile(r"[(\uff08][^\S\n]*[,;:]?[^\S\n]*[)\uff09]")
 # The first two branches of _TIDY_PUNCT_MARKED (both start at a parenthesis).
-_PARENTHESES = re.compile(r"[(\uff08][^\S\n]*[,;:]?[^\S\n]*[)\uff09]|\([\ue000\ue001]?([^\S\n]+)")
+# (Written to begin with one character set, which the regex engine skips to quickly.)
+_PARENTHESES = re.compile(r"[(\uff08](?:[^\S\n]*[,;:]?[^\S\n]*[)\uff09]|(?<=\()[\ue000\ue001]?([^\S\n]+))")
 # Punctuation right after spaces (marks between): where the third branch matches.
 _SPACED_PUNCTUATION = re.compile(
     r"[,.)](?:(?<=[^\S\n].)|(?<=[^\S\n][\ue000\ue001].)|(?<=[^\S\n][\ue000\ue001]{2}.))")

@@ -90,6 +90,7 @@ from pipelines.wikitext.titles import (
     SECTION,
     LinkTarget,
     decode_title_escapes,
+    link_target_cache,
     parse_link_target_with,
 )
 
@@ -213,7 +214,7 @@ class _Builder:
 class _Renderer:
     """Walks mwparserfromhell's tree, writing text into a :class:`_Builder`."""
 
-    __slots__ = ("table", "config", "counts", "title", "trail_length", "self_title")
+    __slots__ = ("table", "config", "counts", "title", "trail_length", "self_title", "targets")
 
     def __init__(self, table: NamespaceTable, config: ExtractConfig,
                  counts: dict[str, int], title: str) -> None:
@@ -223,6 +224,7 @@ class _Renderer:
         self.title = title
         self.self_title = parse_link_target_with(title, table).title if title else ""
         self.trail_length = _trail_rule(config.link_trail)
+        self.targets = link_target_cache(table)
 
     def bump(self, key: str, by: int = 1) -> None:
         if by:
@@ -322,22 +324,33 @@ class _Renderer:
         rendering it has no side effects; ``count_caption_links`` counts the
         links in a file's caption (or is that count).
         """
-        target = parse_link_target_with(raw_target, self.table)
+        target = self.targets.get(raw_target)  # parse_link_target_with's cache, read directly
+        if target is None:
+            target = parse_link_target_with(raw_target, self.table)
         kind = target.kind
-        if kind == NAMESPACE and not target.leading_colon and target.ns in (NS_FILE, NS_CATEGORY):
-            if target.ns == NS_FILE:
-                self.bump("files")
-                self.bump("links_in_file", count_caption_links if isinstance(count_caption_links, int)
-                          else count_caption_links())
-            else:
-                self.bump("categories")
-            return 0
-        if kind == INTERLANGUAGE and not target.leading_colon:
-            self.bump("interlanguage")  # sidebar link, not shown in the text
-            return 0
-        label = self.label_of(target, raw_target, raw_label, render_label)
+        if kind != ARTICLE:
+            if kind == NAMESPACE and not target.leading_colon and target.ns in (NS_FILE, NS_CATEGORY):
+                if target.ns == NS_FILE:
+                    self.bump("files")
+                    self.bump("links_in_file", count_caption_links
+                              if isinstance(count_caption_links, int) else count_caption_links())
+                else:
+                    self.bump("categories")
+                return 0
+            if kind == INTERLANGUAGE and not target.leading_colon:
+                self.bump("interlanguage")  # sidebar link, not shown in the text
+                return 0
+        if raw_label is None:  # = label_of, inline (once per link)
+            label = decode_title_escapes(raw_target).strip() \
+                if "%" in raw_target or "&" in raw_target else raw_target.strip()
+            if label.startswith(":"):
+                label = label[1:]
+        else:
+            label = render_label if isinstance(render_label, str) else render_label()
+            if not label.strip() and not raw_label.strip():
+                label = _pipe_trick(target)  # [[Target|]]
         trail = self.trail_length(trail_source) if trail_source else 0
-        if label.strip() and trail and not label[-1].isspace():
+        if trail and label.strip() and not label[-1].isspace():
             label += trail_source[:trail]
         else:
             trail = 0
@@ -353,15 +366,20 @@ class _Renderer:
             self.bump("nested_link")
             out.emit(surface)
             return trail
-        if label[0].isspace():
-            out.emit(" ")
+        parts = out.parts  # out.emit, inline: surface is not empty
         start = out.size
-        out.emit(surface)
-        out.spans.append((start, out.size, target.title))
+        if label[0].isspace():
+            parts.append(" ")
+            start += 1
+        parts.append(surface)
+        size = start + len(surface)
+        out.spans.append((start, size, target.title))
         if target.title == self.self_title:
             self.bump("self_links")
         if label[-1].isspace():
-            out.emit(" ")
+            parts.append(" ")
+            size += 1
+        out.size = size
         return trail
 
     @staticmethod

@@ -65,6 +65,8 @@ _DL_TOKENS = {ctx: re.compile(pattern.pattern + r"|:|\n") for ctx, pattern in _T
 _TARGET = re.compile(r"[^\[\]{}<>\n|]*")
 # A label with nothing to parse in it (no links, tags, entities, styles, URLs, lines).
 _SIMPLE_LABEL = re.compile(r"\|[^\[\]{<&'\n:]*\]\]")
+# A link with no label or a simple one, whole: "[[" + _TARGET + ("]]" or _SIMPLE_LABEL).
+_SIMPLE_LINK = re.compile(r"\[\[([^\[\]{}<>\n|]*)(?:\|([^\[\]{<&'\n:]*))?\]\]")
 _URL_START = re.compile(r"//|([A-Za-z0-9+.\-]+):(//)?")
 _LIST_MARKERS = re.compile(r"[#*;:]+")
 _DASHES = re.compile(r"-{4,}")
@@ -397,13 +399,26 @@ class _FastScan:
         """Render the link at ``start`` ("[["); return its end and its trail's length."""
         text = self.text
         r = self.r
-        target_end = _TARGET.match(text, start + 2, end).end()
-        raw_target = text[start + 2:target_end]
+        simple = _SIMPLE_LINK.match(text, start, end)
+        if simple is not None:  # the common case: what the lines below find, in one match
+            raw_target, raw_label = simple.group(1, 2)
+            target_end = start + 2 + len(raw_target)
+        else:
+            target_end = _TARGET.match(text, start + 2, end).end()
+            raw_target = text[start + 2:target_end]
         if (":" in raw_target or raw_target.startswith("//")) and _looks_like_url(text, start + 2):
             raise Decline("link that looks like a URL")
         if not raw_target.strip() or "''" in raw_target:
             raise Decline("link target")
         self.links_seen += 1
+        if simple is not None:
+            if raw_label is None:
+                return self.finish_link(raw_target, None, "", simple.end(), end, out, in_label)
+            # plain text: one Text node
+            if "}" in raw_label or "\ufdd0" in raw_label:  # the renderer changes (and counts) those
+                return self.finish_link(raw_target, raw_label, lambda: r.clean_text(raw_label),
+                                        simple.end(), end, out, in_label)
+            return self.finish_link(raw_target, raw_label, raw_label, simple.end(), end, out, in_label)
         if text.startswith("]]", target_end):
             return self.finish_link(raw_target, None, "", target_end + 2, end, out, in_label)
         if (simple := _SIMPLE_LABEL.match(text, target_end, end)) is not None:

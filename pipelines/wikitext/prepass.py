@@ -208,6 +208,8 @@ def prepass(wikitext: str, *, max_depth: int = DEFAULT_MAX_DEPTH,
 
 
 _NUMERIC_ENTITY = re.compile(r"&#(?:[xX]([0-9a-fA-F]{1,6})|([0-9]{1,7}));")
+# Every _NUMERIC_ENTITY in the surrogate range (D800-DFFF = 55296-57343) matches this (and a few others).
+_SURROGATE_ENTITY = re.compile(r"&#(?:[xX]0*[dD][89a-fA-F][0-9a-fA-F]{2}|0*5[5-7][0-9]{3});")
 
 
 def _surrogate_or_keep(match: re.Match[str]) -> str:
@@ -222,6 +224,8 @@ def decode_surrogate_entities(text: str, counts: dict[str, int]) -> str:
     (one such page would fail its whole Parquet shard). A valid pair becomes its character; a lone
     half becomes U+FFFD, counted.
     """
+    if _SURROGATE_ENTITY.search(text) is None:  # none in the range: nothing to decode
+        return text
     decoded = _NUMERIC_ENTITY.sub(_surrogate_or_keep, text)
     if decoded == text:
         return text

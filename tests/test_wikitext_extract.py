@@ -440,3 +440,53 @@ def test_utf16_halves_written_as_entities_become_one_character_and_lone_halves_u
     (link,) = result.links
     assert result.text[link.start:link.end] == "Paris"
     assert result.counts["lone_surrogate_entities"] == 1
+
+
+# -- balance_link_brackets takes simple pairs whole: the same edits as bracket by bracket ----------
+def _balance_link_brackets_bracket_by_bracket(text: str, counts: dict, max_depth: int = 4) -> str:
+    """The pairing scan one "[[" / "]]" at a time (as it was before it took simple pairs whole)."""
+    import bisect
+    import re
+
+    from pipelines.wikitext.prepass import _apply_edits
+
+    blank_lines = [match.start() for match in re.finditer(r"\n[ \t]*\n", text)]
+    stack: list[int] = []
+    edits = []
+    for match in re.finditer(r"\[\[|\]\]", text):
+        if match.group() == "[[":
+            stack.append(match.start())
+            continue
+        if not stack:
+            continue
+        opener, closer = stack.pop(), match.start()
+        next_blank = bisect.bisect_left(blank_lines, opener)
+        if next_blank < len(blank_lines) and blank_lines[next_blank] < closer:
+            line_end = text.find("\n", opener)
+            edits.append((opener, line_end, ""))
+            edits.append((closer, closer + 2, ""))
+            counts["links_in_broken_link"] = counts.get("links_in_broken_link", 0) + text.count(
+                "[[", opener, line_end)
+        elif len(stack) >= max_depth:
+            edits.append((opener, opener + 2, ""))
+            edits.append((closer, closer + 2, ""))
+            counts["stray_markup"] = counts.get("stray_markup", 0) + 1
+    edits.extend((start, start + 2, "") for start in stack)
+    if stack:
+        counts["stray_markup"] = counts.get("stray_markup", 0) + len(stack)
+    return _apply_edits(text, edits)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(["[[", "]]", "[", "]", "\n", "\n\n", " \n", "a", "b|c", "[[a]]",
+                                 "[[a|b]]", "[[[[", "]]]]"]), max_size=40),
+       st.integers(1, 5))
+def test_link_bracket_balance_equals_the_bracket_by_bracket_scan(pieces, max_depth):
+    from pipelines.wikitext.prepass import balance_link_brackets
+
+    text = "".join(pieces)
+    counts: dict = {}
+    expected_counts: dict = {}
+    assert balance_link_brackets(text, counts, max_depth) == \
+        _balance_link_brackets_bracket_by_bracket(text, expected_counts, max_depth)
+    assert counts == expected_counts

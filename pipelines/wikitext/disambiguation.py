@@ -20,7 +20,7 @@ from types import MappingProxyType
 from typing import Mapping
 
 from pipelines.records import SiteInfo
-from pipelines.wikitext.namespaces import NS_TEMPLATE, namespace_table, prefix_key
+from pipelines.wikitext.namespaces import NS_TEMPLATE, NamespaceTable, namespace_table, prefix_key
 from pipelines.wikitext.titles import clean_title_text
 
 _ENGLISH = (
@@ -95,24 +95,44 @@ def _name_key(name: str) -> str:
     return name[:1].casefold() + name[1:]
 
 
+MAX_CACHED_NAMES = 50_000  # per wiki; the same template names recur across pages
+# id(table) -> (table, {name as written -> normalised name, or None: not a template})
+_name_cache: dict[int, tuple[NamespaceTable, dict[str, str | None]]] = {}
+
+
 def template_names(wikitext: str, site: SiteInfo) -> list[str]:
     """Normalised names of the templates ``wikitext`` uses, namespace prefix removed."""
     table = namespace_table(site)
+    entry = _name_cache.get(id(table))
+    if entry is None or entry[0] is not table:  # the entry holds the table: ids are not reused
+        entry = _name_cache[id(table)] = (table, {})
+    cache = entry[1]
     names = []
-    for match in _TEMPLATE_NAME.finditer(wikitext):
-        name = match.group(1)
-        lowered = name.lower()
-        for modifier in _TRANSCLUSION_MODIFIERS:
-            if lowered.startswith(modifier):
-                name = name[len(modifier):]
-                break
-        prefix, colon, rest = name.partition(":")
-        if colon and table.by_name.get(prefix_key(prefix)) == NS_TEMPLATE:
-            name = rest
-        elif colon:
-            continue  # parser functions ({{#if:}}, {{lc:}}) and other namespaces
-        names.append(_name_key(name))
+    for written in _TEMPLATE_NAME.findall(wikitext):
+        name = cache.get(written, cache)
+        if name is cache:
+            if len(cache) >= MAX_CACHED_NAMES:
+                cache.clear()
+            name = cache[written] = _normalised_name(written, table)
+        if name is not None:
+            names.append(name)
     return names
+
+
+def _normalised_name(name: str, table: NamespaceTable) -> str | None:
+    """The key of the template named ``name`` (as written); None for a parser function
+    ({{#if:}}, {{lc:}}) or a page of another namespace."""
+    lowered = name.lower()
+    for modifier in _TRANSCLUSION_MODIFIERS:
+        if lowered.startswith(modifier):
+            name = name[len(modifier):]
+            break
+    prefix, colon, rest = name.partition(":")
+    if colon and table.by_name.get(prefix_key(prefix)) == NS_TEMPLATE:
+        name = rest
+    elif colon:
+        return None
+    return _name_key(name)
 
 
 def is_disambiguation(wikitext: str, site: SiteInfo,

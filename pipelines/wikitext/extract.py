@@ -54,7 +54,7 @@ import re
 import unicodedata
 from bisect import bisect_right
 from dataclasses import dataclass, field
-from itertools import accumulate
+from itertools import accumulate, chain
 from typing import Callable
 
 import mwparserfromhell
@@ -90,6 +90,7 @@ from pipelines.wikitext.titles import (
     SECTION,
     LinkTarget,
     decode_title_escapes,
+    link_target_cache,
     parse_link_target_with,
 )
 
@@ -101,7 +102,7 @@ _BLOCK_TAGS = frozenset((
     "hr", "br",
 ))
 _DROPPED_HTML_TAGS = {"table": "links_in_table", "style": "links_in_tag", "script": "links_in_tag"}
-_APOSTROPHE_RUN = re.compile(r"'{2,}")
+_APOSTROPHE_RUN = re.compile(r"''+")  # (one literal first: found quickly)
 _STRAY_MARKUP = re.compile(r"\[\[|\]\]|\{\{|\}\}")
 _PARENTHETICAL = re.compile(r"\s*[(\uff08][^()\uff08\uff09]*[)\uff09]\s*$")
 # Tidy pass 1: empty parentheses left by removed templates, spaces before , . )
@@ -213,7 +214,7 @@ class _Builder:
 class _Renderer:
     """Walks mwparserfromhell's tree, writing text into a :class:`_Builder`."""
 
-    __slots__ = ("table", "config", "counts", "title", "trail_length", "self_title")
+    __slots__ = ("table", "config", "counts", "title", "trail_length", "self_title", "targets")
 
     def __init__(self, table: NamespaceTable, config: ExtractConfig,
                  counts: dict[str, int], title: str) -> None:
@@ -223,6 +224,7 @@ class _Renderer:
         self.title = title
         self.self_title = parse_link_target_with(title, table).title if title else ""
         self.trail_length = _trail_rule(config.link_trail)
+        self.targets = link_target_cache(table)
 
     def bump(self, key: str, by: int = 1) -> None:
         if by:
@@ -322,22 +324,33 @@ class _Renderer:
         rendering it has no side effects; ``count_caption_links`` counts the
         links in a file's caption (or is that count).
         """
-        target = parse_link_target_with(raw_target, self.table)
+        target = self.targets.get(raw_target)  # parse_link_target_with's cache, read directly
+        if target is None:
+            target = parse_link_target_with(raw_target, self.table)
         kind = target.kind
-        if kind == NAMESPACE and not target.leading_colon and target.ns in (NS_FILE, NS_CATEGORY):
-            if target.ns == NS_FILE:
-                self.bump("files")
-                self.bump("links_in_file", count_caption_links if isinstance(count_caption_links, int)
-                          else count_caption_links())
-            else:
-                self.bump("categories")
-            return 0
-        if kind == INTERLANGUAGE and not target.leading_colon:
-            self.bump("interlanguage")  # sidebar link, not shown in the text
-            return 0
-        label = self.label_of(target, raw_target, raw_label, render_label)
+        if kind != ARTICLE:
+            if kind == NAMESPACE and not target.leading_colon and target.ns in (NS_FILE, NS_CATEGORY):
+                if target.ns == NS_FILE:
+                    self.bump("files")
+                    self.bump("links_in_file", count_caption_links
+                              if isinstance(count_caption_links, int) else count_caption_links())
+                else:
+                    self.bump("categories")
+                return 0
+            if kind == INTERLANGUAGE and not target.leading_colon:
+                self.bump("interlanguage")  # sidebar link, not shown in the text
+                return 0
+        if raw_label is None:  # = label_of, inline (once per link)
+            label = decode_title_escapes(raw_target).strip() \
+                if "%" in raw_target or "&" in raw_target else raw_target.strip()
+            if label.startswith(":"):
+                label = label[1:]
+        else:
+            label = render_label if isinstance(render_label, str) else render_label()
+            if not label.strip() and not raw_label.strip():
+                label = _pipe_trick(target)  # [[Target|]]
         trail = self.trail_length(trail_source) if trail_source else 0
-        if label.strip() and trail and not label[-1].isspace():
+        if trail and label.strip() and not label[-1].isspace():
             label += trail_source[:trail]
         else:
             trail = 0
@@ -353,15 +366,20 @@ class _Renderer:
             self.bump("nested_link")
             out.emit(surface)
             return trail
-        if label[0].isspace():
-            out.emit(" ")
+        parts = out.parts  # out.emit, inline: surface is not empty
         start = out.size
-        out.emit(surface)
-        out.spans.append((start, out.size, target.title))
+        if label[0].isspace():
+            parts.append(" ")
+            start += 1
+        parts.append(surface)
+        size = start + len(surface)
+        out.spans.append((start, size, target.title))
         if target.title == self.self_title:
             self.bump("self_links")
         if label[-1].isspace():
-            out.emit(" ")
+            parts.append(" ")
+            size += 1
+        out.size = size
         return trail
 
     @staticmethod
@@ -451,8 +469,9 @@ def _trail_rule(pattern: str | None) -> Callable[[str], int]:
 
 
 # -- whitespace tidy with offset re-mapping --------------------------------------
-_START_MARK, _END_MARK = "\ue000", "\ue001"  # private-use: where mentions begin and end
-_MARKS = re.compile("[\ue000\ue001]")
+# Private-use: where mentions begin and end (the patterns below also see through "\ue001",
+# once the end mark; a text holding either takes the slow form).
+_MARK = "\ue000"
 # _TIDY_PUNCT with its look-arounds seeing through the marks.
 # (Group 1 keeps a "(" and its mark: replaced with r"\1".)
 _TIDY_PUNCT_MARKED = re.compile(
@@ -462,6 +481,9 @@ _TIDY_PUNCT_MARKED = re.compile(
 # Mention edges that the empty-parentheses pattern could swallow: then the slow form.
 _OPENING_EDGE = frozenset(",;:)\uff09")  # a start mark there could sit inside "( , )"
 _CLOSING_EDGE = frozenset("(\uff08,;:")  # and an end mark there
+# Where _edge_in_parentheses can say yes: a mention's first or last character is one of these.
+_FIRST_EDGE = _OPENING_EDGE | frozenset("(\uff08")
+_LAST_EDGE = _CLOSING_EDGE | frozenset(")\uff09")
 
 
 def _tidy(raw: str, spans: list[tuple[int, int, str]],
@@ -475,35 +497,43 @@ def _tidy(raw: str, spans: list[tuple[int, int, str]],
     the patterns look at (or the text holds the marks' characters) that is
     used instead (rare).
     """
-    if "\ue000" in raw or "\ue001" in raw or any(
-            _edge_in_parentheses(raw, start, end) for start, end, _target in spans if start < end):
+    if "\ue000" in raw or "\ue001" in raw:
         return _tidy_mapped(raw, spans, counts)
     pieces: list[str] = []
+    append = pieces.append
     last = 0
     for start, end, _target in spans:  # in text order, not overlapping, as the renderer makes them
         if start < last or end < start:
             return _tidy_mapped(raw, spans, counts)
-        pieces.append(raw[last:start])
-        pieces.append(_START_MARK)
-        pieces.append(raw[start:end])
-        pieces.append(_END_MARK)
+        if start < end and (raw[start] in _FIRST_EDGE or raw[end - 1] in _LAST_EDGE) \
+                and _edge_in_parentheses(raw, start, end):
+            return _tidy_mapped(raw, spans, counts)
+        append(raw[last:start])
+        append(raw[start:end])
         last = end
     pieces.append(raw[last:])
-    marked = _tidy_punctuation("".join(pieces))
+    # One mark serves for both ends (the patterns treat both alike, and the raw text holds
+    # neither): marks alternate start, end, start... so str.split finds them.
+    marked = _tidy_punctuation(_MARK.join(pieces))
     # = _TIDY_SPACE.sub(_space_replacement, marked) up to leading/trailing space (stripped
     # below): a run with a newline becomes "\n", any other run " "; linear, in C.
     marked = "\n".join(filter(None, (" ".join(line.split()) for line in marked.split("\n"))))
     # Mark k (start, end, start, end...) sits after the first k + 1 pieces of the split.
-    segments = _MARKS.split(marked)
+    segments = marked.split(_MARK)
     positions = list(accumulate(map(len, segments)))
     text = "".join(segments)
     leading = len(text) - len(text.lstrip())
     text = text.strip()
     size = len(text)
     links: list[LinkMention] = []
-    for index, (_start, _end, target) in enumerate(spans):
-        start = max(positions[2 * index] - leading, 0)
-        end = min(positions[2 * index + 1] - leading, size)
+    pairs = iter(positions)
+    for (_start, _end, target), start, end in zip(spans, pairs, pairs):
+        start -= leading
+        end -= leading
+        if start < 0:
+            start = 0
+        if end > size:
+            end = size
         while start < end and text[start].isspace():
             start += 1
         while end > start and text[end - 1].isspace():
@@ -517,10 +547,16 @@ def _tidy(raw: str, spans: list[tuple[int, int, str]],
 
 _EMPTY_PARENTHESES = re.compile(r"[(\uff08][^\S\n]*[,;:]?[^\S\n]*[)\uff09]")
 # The first two branches of _TIDY_PUNCT_MARKED (both start at a parenthesis).
-_PARENTHESES = re.compile(r"[(\uff08][^\S\n]*[,;:]?[^\S\n]*[)\uff09]|\([\ue000\ue001]?([^\S\n]+)")
-# Punctuation right after spaces (marks between): where the third branch matches.
-_SPACED_PUNCTUATION = re.compile(
-    r"[,.)](?:(?<=[^\S\n].)|(?<=[^\S\n][\ue000\ue001].)|(?<=[^\S\n][\ue000\ue001]{2}.))")
+# (Written to begin with one character set, which the regex engine skips to quickly.)
+_PARENTHESES = re.compile(r"[(\uff08](?:[^\S\n]*[,;:]?[^\S\n]*[)\uff09]|(?<=\()[\ue000\ue001]?([^\S\n]+))")
+# The same for a text without "\uff08": one literal first, which the engine finds faster still.
+_ASCII_PARENTHESES = re.compile(r"\((?:[^\S\n]*[,;:]?[^\S\n]*[)\uff09]|[\ue000\ue001]?([^\S\n]+))")
+# Punctuation right after spaces (marks between): where the third branch matches. One
+# pattern per punctuation character, each starting with that literal (three quick scans
+# beat one through a set); the first look-behind rejects most places at once.
+_SPACED_PUNCTUATION = tuple(re.compile(
+    re.escape(char) + r"(?<=[\s\ue000\ue001].)"
+    r"(?:(?<=[^\S\n].)|(?<=[^\S\n][\ue000\ue001].)|(?<=[^\S\n][\ue000\ue001]{2}.))") for char in ",.)")
 
 
 def _tidy_punctuation(text: str) -> str:
@@ -533,11 +569,17 @@ def _tidy_punctuation(text: str) -> str:
     """
     cuts: list[tuple[int, int]] = []
     taken: list[tuple[int, int]] = []
-    if "(" in text or "\uff08" in text:
-        for match in _PARENTHESES.finditer(text):
+    if "\uff08" in text:
+        parentheses = _PARENTHESES
+    elif "(" in text:
+        parentheses = _ASCII_PARENTHESES
+    else:
+        parentheses = None
+    if parentheses is not None:
+        for match in parentheses.finditer(text):
             taken.append(match.span())
             cuts.append(match.span(1) if match.group(1) else match.span())
-    for match in _SPACED_PUNCTUATION.finditer(text):
+    for match in chain.from_iterable(pattern.finditer(text) for pattern in _SPACED_PUNCTUATION):
         end = match.start()
         while text[end - 1] in "\ue000\ue001":
             end -= 1

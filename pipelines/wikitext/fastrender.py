@@ -51,9 +51,14 @@ MAX_DEPTH = 24
 CHECKPOINT_EVERY = 1000  # characters between resume points of a partial fallback
 MAX_CACHE = 20_000
 
-_COMMON = (r"\[\[|\[|<|&|\{\{|'{2,}"
+# A link with no label or a plain one, after its "[[": _TARGET, then "]]" or _SIMPLE_LABEL.
+# The "[[" token takes it whole when it is there (target: group 1, label: group 2 or None).
+_SIMPLE_LINK_REST = r"(?:([^\[\]{}<>\n|]*)(?:\|([^\[\]{<&'\n:]*))?\]\])"
+# Each branch starts with one literal character (''+, not '{2,}): the regex engine then skips
+# to the next of those characters in C, instead of trying every branch at every position.
+_COMMON = (r"\[\[" + _SIMPLE_LINK_REST + r"?|\[|<|&|\{\{|''+"
            r"|\n(?=[#*;:=\-]|[ \t]*\{\|)"  # a line that starts with markup
-           r"|:(?<=[A-Za-z0-9]:)")  # a possible free link ("http:"); each branch starts with a fixed set
+           r"|:(?<=[A-Za-z0-9]:)")  # a possible free link ("http:")
 _TOKENS = {
     TOP: re.compile(_COMMON), TAG: re.compile(_COMMON), HEADING: re.compile(_COMMON),
     LABEL: re.compile(r"\]\]|" + _COMMON), TITLE: re.compile(r"\]|" + _COMMON),
@@ -212,9 +217,8 @@ class _FastScan:
             match = (dl_search if dl_term else search)(text, pos, end)
             if match is None:
                 break
-            start = match.start()
-            token = match.group()
-            first = token[0]
+            start, stop = match.span()
+            first = text[start]
             if top and start >= next_checkpoint and styles.simple and not styles \
                     and not styles.loose and not dl_term:
                 line = text.rfind("\n", node_end, start) + 1
@@ -223,10 +227,10 @@ class _FastScan:
                                        dict(r.counts))
                     next_checkpoint = start + CHECKPOINT_EVERY
             if first == "[":
-                if token == "[[":
+                if stop - start > 1:  # "[[", or a whole simple link
                     if text_from < start:
                         out.emit(clean(text[text_from:start]))
-                    node_end, trail = self.wikilink(start, end, out, in_label)
+                    node_end, trail = self.wikilink(match, end, out, in_label)
                     pos = text_from = node_end + trail  # the trail is still the parser's text
                     continue
                 if ctx == TITLE or not _looks_like_url(text, start + 1):
@@ -247,7 +251,7 @@ class _FastScan:
                 pos = text_from = node_end = close + 1
                 continue
             if first == "'":
-                run = len(token)
+                run = stop - start
                 if run > 3:
                     if not top:  # inside a label, tag, heading or title: too many ways to read it
                         raise Decline("apostrophes", start)
@@ -260,7 +264,7 @@ class _FastScan:
                 if text_from < start + extra:
                     out.emit(clean(text[text_from:start + extra]))
                 styles.run(run - extra, start)
-                pos = text_from = node_end = match.end()
+                pos = text_from = node_end = stop
                 continue
             if first == "<":
                 resume = self.tag(start, end, ctx, out, in_label, tag, text_from, styles)
@@ -391,17 +395,33 @@ class _FastScan:
         return pos
 
     # -- links ------------------------------------------------------------------------
-    def wikilink(self, start: int, end: int, out: "_Builder", in_label: bool) -> tuple[int, int]:
-        """Render the link at ``start`` ("[["); return its end and its trail's length."""
+    def wikilink(self, token: re.Match[str], end: int, out: "_Builder",
+                 in_label: bool) -> tuple[int, int]:
+        """Render the link whose "[[" ``token`` found; return its end and its trail's length."""
         text = self.text
         r = self.r
-        target_end = _TARGET.match(text, start + 2, end).end()
-        raw_target = text[start + 2:target_end]
+        start = token.start()
+        raw_target, raw_label = token.group(1, 2)
+        if raw_target is not None:  # a simple link, whole: what the lines below find
+            simple: re.Match[str] | None = token
+            target_end = start + 2 + len(raw_target)
+        else:
+            simple = None
+            target_end = _TARGET.match(text, start + 2, end).end()
+            raw_target = text[start + 2:target_end]
         if (":" in raw_target or raw_target.startswith("//")) and _looks_like_url(text, start + 2):
             raise Decline("link that looks like a URL")
         if not raw_target.strip() or "''" in raw_target:
             raise Decline("link target")
         self.links_seen += 1
+        if simple is not None:
+            if raw_label is None:
+                return self.finish_link(raw_target, None, "", simple.end(), end, out, in_label)
+            # plain text: one Text node
+            if "}" in raw_label or "\ufdd0" in raw_label:  # the renderer changes (and counts) those
+                return self.finish_link(raw_target, raw_label, lambda: r.clean_text(raw_label),
+                                        simple.end(), end, out, in_label)
+            return self.finish_link(raw_target, raw_label, raw_label, simple.end(), end, out, in_label)
         if text.startswith("]]", target_end):
             return self.finish_link(raw_target, None, "", target_end + 2, end, out, in_label)
         if (simple := _SIMPLE_LABEL.match(text, target_end, end)) is not None:

@@ -122,12 +122,14 @@ _VOID_TAGS = frozenset(("br", "hr", "wbr"))
 _HTML_TAG_NAMES_SET = frozenset((*_HTML_TAG_NAMES, *_VOID_TAGS))
 _TAG_START = re.compile(r"<(/?)([A-Za-z][A-Za-z0-9]*)(?=[\s/>]|$)")
 _TAG_REST = re.compile(r"[^<>]*?(/?)>")
-_LINK_BRACKET = re.compile(r"\[\[|\]\]")
+# "[[" and "]]"; the first branch takes a simple pair ("[[" + no bracket or line break + "]]")
+# in one match: what scanning the two brackets one by one would pair up.
+_LINK_BRACKET = re.compile(r"\[\[[^\[\]\n]*\]\]|\[\[|\]\]")
 _BLANK_LINE = re.compile(r"\n[ \t]*\n")
 MAX_TAG_DEPTH = 40  # mwparserfromhell gives up at 100 nested constructs of any kind
 MAX_LINK_DEPTH = 4
-_EXTERNAL_OPEN = re.compile(
-    r"\[(?=(?:https?|ftps?|irc|ircs|news|mailto|gopher|telnet|nntp|worldwind|svn|git|mms|"
+_EXTERNAL_OPEN = re.compile(  # (the first lookahead: the schemes' first letters, a quick test)
+    r"\[(?=[bfghimnstuwx/])(?=(?:https?|ftps?|irc|ircs|news|mailto|gopher|telnet|nntp|worldwind|svn|git|mms|"
     r"sftp|ssh|tel|urn|xmpp|geo|bitcoin|magnet|sips?|sms|matrix):|//)",
     re.IGNORECASE,
 )
@@ -206,6 +208,8 @@ def prepass(wikitext: str, *, max_depth: int = DEFAULT_MAX_DEPTH,
 
 
 _NUMERIC_ENTITY = re.compile(r"&#(?:[xX]([0-9a-fA-F]{1,6})|([0-9]{1,7}));")
+# Every _NUMERIC_ENTITY in the surrogate range (D800-DFFF = 55296-57343) matches this (and a few others).
+_SURROGATE_ENTITY = re.compile(r"&#(?:[xX]0*[dD][89a-fA-F][0-9a-fA-F]{2}|0*5[5-7][0-9]{3});")
 
 
 def _surrogate_or_keep(match: re.Match[str]) -> str:
@@ -220,6 +224,8 @@ def decode_surrogate_entities(text: str, counts: dict[str, int]) -> str:
     (one such page would fail its whole Parquet shard). A valid pair becomes its character; a lone
     half becomes U+FFFD, counted.
     """
+    if _SURROGATE_ENTITY.search(text) is None:  # none in the range: nothing to decode
+        return text
     decoded = _NUMERIC_ENTITY.sub(_surrogate_or_keep, text)
     if decoded == text:
         return text
@@ -614,16 +620,25 @@ def balance_link_brackets(text: str, counts: dict[str, int],
       ``links_in_broken_link``, and the far ``]]`` dropped;
     * links nested deeper than ``max_depth`` lose their brackets.
     """
-    blank_lines = [match.start() for match in _BLANK_LINE.finditer(text)]
+    blank_lines: list[int] | None = None  # found when first needed
     stack: list[int] = []
     edits: list[tuple[int, int, str]] = []
     for match in _LINK_BRACKET.finditer(text):
-        if match.group() == "[[":
-            stack.append(match.start())
+        start, end = match.span()
+        if end - start > 2:  # a whole "[[...]]": a pair with no line break inside
+            if len(stack) >= max_depth:
+                edits.append((start, start + 2, ""))
+                edits.append((end - 2, end, ""))
+                _bump(counts, "stray_markup")
+            continue
+        if text[start] == "[":
+            stack.append(start)
             continue
         if not stack:
             continue  # a stray "]]" is removed (and counted) by the renderer
-        opener, closer = stack.pop(), match.start()
+        opener, closer = stack.pop(), start
+        if blank_lines is None:
+            blank_lines = [blank.start() for blank in _BLANK_LINE.finditer(text)]
         next_blank = bisect_left(blank_lines, opener)
         if next_blank < len(blank_lines) and blank_lines[next_blank] < closer:
             line_end = text.find("\n", opener)

@@ -132,12 +132,21 @@ MAX_CACHED_TARGETS = 50_000  # per wiki; the same targets recur across pages
 _target_cache: dict[int, tuple[NamespaceTable, dict[str, LinkTarget]]] = {}
 
 
-def parse_link_target_with(raw: str, table: NamespaceTable) -> LinkTarget:
-    """:func:`parse_link_target` with a prebuilt table (the per-link fast path), cached."""
+def link_target_cache(table: NamespaceTable) -> dict[str, LinkTarget]:
+    """The cache of :func:`parse_link_target_with` for ``table``: raw target -> target.
+
+    Read it directly (``cache.get(raw) or parse_link_target_with(raw, table)``) in a loop
+    over links; it stays the same object (it is cleared, never replaced, when full).
+    """
     entry = _target_cache.get(id(table))
     if entry is None or entry[0] is not table:  # the entry holds the table: ids are not reused
         entry = _target_cache[id(table)] = (table, {})
-    cache = entry[1]
+    return entry[1]
+
+
+def parse_link_target_with(raw: str, table: NamespaceTable) -> LinkTarget:
+    """:func:`parse_link_target` with a prebuilt table (the per-link fast path), cached."""
+    cache = link_target_cache(table)
     target = cache.get(raw)
     if target is None:
         if len(cache) >= MAX_CACHED_TARGETS:

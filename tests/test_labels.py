@@ -494,7 +494,9 @@ def test_adjacent_token_filter_never_loses_a_label(words, aliases, joiners, unsp
         cfg = dataclasses.replace(cfg, language="en", case_sensitive=True, title_case="first-letter")
         assert len(cfg.variant_rules) == 3
     filtered = label_missing_mentions(text, [], cands, cfg)
-    with mock.patch.object(labels_module._PageTokens, "in_a_row", lambda self, alias, inner_only=False: True):
+    # Every alias past the first-token test, and every alias and variant into the automaton.
+    with mock.patch.object(labels_module._PageTokens, "admits", lambda self, *args: True), \
+            mock.patch.object(labels_module._PageTokens, "may_hold", lambda self, word: True):
         unfiltered = label_missing_mentions(text, [], cands, cfg)
     assert spans(filtered) == spans(unfiltered)
     assert [(m.start, m.end) for m in filtered] == [(m.start, m.end) for m in unfiltered]
@@ -503,11 +505,13 @@ def test_adjacent_token_filter_never_loses_a_label(words, aliases, joiners, unsp
 def test_adjacent_token_filter_drops_aliases_whose_words_are_apart():
     from pipelines.corpus.labels import _TOKENS_WHOLE_WORDS, _PageTokens
 
-    tokens = _TOKENS_WHOLE_WORDS.findall("paris is shown 5 times; 3 of them in u.s. news")
-    page = _PageTokens(set(tokens), set(zip(tokens, tokens[1:])), _TOKENS_WHOLE_WORDS)
+    page = _PageTokens.of("paris is shown 5 times; 3 of them in u.s. news", _TOKENS_WHOLE_WORDS)
     assert page.in_a_row("shown 5") and page.in_a_row("u.s.") and page.in_a_row("paris")
     assert not page.in_a_row("shown 3")  # both words are in the page, never in a row
     assert not page.in_a_row("paris saint-germain")
+    assert page.may_hold("shown 5") and page.may_hold("u.s.") and page.may_hold("in u.s. news")
+    assert not page.may_hold("shown 3") and not page.may_hold("times 3") and not page.may_hold("Paris")
+    assert not page.may_hold("paris saint-germain") and page.may_hold("  ")  # no tokens: not decided here
 
 
 def test_variant_labels_do_not_depend_on_the_order_candidates_arrive_in():

@@ -58,15 +58,20 @@ is ``"title_alias"`` (the title rule is the more specific reason), unless
 Speed: one Aho-Corasick pass (pyahocorasick, in C) over the folded text
 finds every occurrence of every alias of the page in time linear in the text
 and the hits; only hits are checked in Python, for whole-word boundaries.
+Aliases and variants whose tokens are not in the page in a row never reach the
+automaton (most variants), and what depends only on an alias (its tokens, its
+variants) is cached across pages.
 """
 from __future__ import annotations
 
 import bisect
 import functools
+import itertools
+import operator
 import re
 import unicodedata
 from collections import Counter
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from typing import Iterable, Sequence
 
 import ahocorasick
@@ -419,21 +424,27 @@ def label_page(
         return []
     folded = _fold(text, config.case_sensitive)
     token_re = _TOKENS_SPLITTING_UNSPACED if config.match_unspaced_scripts else _TOKENS_WHOLE_WORDS
-    tokens = token_re.findall(folded)
-    present = _PageTokens(set(tokens), set(zip(tokens, tokens[1:])), token_re)
+    present = _PageTokens.of(folded, token_re)
     rules = config.variant_rules
     anchors = _page_anchors(folded, hyperlinks)
     targets = _resolve_targets(entities, present, config, anchors, _loose_forms(present.present, rules) if rules else None)
     if config.label_numbers and config.require_letter:
         _add_number_targets(targets, anchors, config)
-    variants = _variant_targets(targets, rules, config, _positional_capitals(folded, anchors)) if rules else {}
+    variants = _variant_targets(targets, rules, config, _positional_capitals(folded, anchors), present) if rules else {}
     if not targets:
         return []
-    occurrences = _find_occurrences(folded, _alias_automaton({**targets, **variants}),
-                                    config.match_unspaced_scripts)
-    occupied = bytearray(len(text))
+    automaton = _alias_automaton(targets, present, variants)
+    if automaton is None:
+        return []  # nothing the page can hold
+    occurrences = _find_occurrences(folded, automaton, config.match_unspaced_scripts)
+    n = len(text)
+    occupied = bytearray(n)
     for link in hyperlinks:
-        start, end = max(0, link.start), min(len(text), link.end)
+        start, end = link.start, link.end
+        if start < 0:
+            start = 0
+        if end > n:
+            end = n
         if start < end:
             occupied[start:end] = b"\x01" * (end - start)
     labels = []
@@ -529,9 +540,19 @@ def _positional_capitals(folded: str, anchors: dict[str, list[tuple[int, str]]])
     return capitals
 
 
+_OPENERS = " \t\"'“‘«("
+_OPENER_SET = frozenset(_OPENERS)
+
+
 def _at_sentence_start(text: str, start: int) -> bool:
-    before = text[:start].rstrip(" \t\"'“‘«(")
-    return not before or before[-1] in _SENTENCE_END
+    """Is ``start`` at the start of the text, a sentence or a line, but for spaces, quotes, brackets?"""
+    if not 0 <= start <= len(text):  # as text[:start] reads it
+        before = text[:start].rstrip(_OPENERS)
+        return not before or before[-1] in _SENTENCE_END
+    i = start - 1  # scanned back, not text[:start].rstrip(): that copies the text before every link
+    while i >= 0 and text[i] in _OPENER_SET:
+        i -= 1
+    return i < 0 or text[i] in _SENTENCE_END
 
 
 def _variants(alias: str, rules: tuple[str, ...], lowerable: bool) -> list[tuple[str, str]]:
@@ -560,15 +581,20 @@ def _variants(alias: str, rules: tuple[str, ...], lowerable: bool) -> list[tuple
 
 
 def _variant_targets(targets: dict[str, "_Target"], rules: tuple[str, ...], config: LabelConfig,
-                     lowerable: set[str]) -> dict[str, "_Target"]:
+                     lowerable: set[str], present: "_PageTokens | None" = None) -> dict[str, "_Target"]:
     """Variant text -> the entity it labels, from the page's resolved aliases.
 
     A variant equal to an alias of the page is left to the exact rules; one that two aliases
     with different entities produce ('Apple' from 'apple' and from 'Apples') is dropped; one that two
     aliases of the same entity produce keeps the source of the alphabetically first (deterministic
-    on any runner: candidates reach the page in any order)."""
+    on any runner: candidates reach the page in any order). With ``present`` (the page's tokens),
+    variants that cannot occur in the page (:meth:`_PageTokens.may_hold`) are left out: they would
+    label nothing, and most variants are such."""
     variants: dict[str, _Target | None] = {}
     min_chars, stopwords = config.min_alias_chars, config.stopwords
+    by_rule = _usable_variants_cache(rules, min_chars, stopwords, True)
+    by_text = _usable_variants_cache(rules, min_chars, stopwords, False)
+    may_hold = present.may_hold if present is not None else None
     for alias in sorted(targets):  # by text, not by the order the page's candidates arrived in
         target = targets[alias]
         if target.source == SAME_PAGE_NUMBER:
@@ -578,7 +604,11 @@ def _variant_targets(targets: dict[str, "_Target"], rules: tuple[str, ...], conf
         # anchor the page only links at sentence starts.
         capital_by_rule = alias in lowerable or (
             alias == target.entity and all(alias == entity for _start, entity, _s in target.by_position))
-        for text, source in _usable_variants(alias, rules, capital_by_rule, min_chars, stopwords):
+        cache = by_rule if capital_by_rule else by_text
+        usable = cache.get(alias)
+        if usable is None:
+            usable = cache[alias] = _usable_variants(alias, rules, capital_by_rule, min_chars, stopwords)
+        for text, source in usable:
             if text in targets:
                 continue
             if text in variants:
@@ -586,12 +616,30 @@ def _variant_targets(targets: dict[str, "_Target"], rules: tuple[str, ...], conf
                 if known is not None and _entities_of(known) != _entities_of(target):
                     variants[text] = None
                 continue
-            variants[text] = _Target(target.entity, source,
-                                     tuple((start, entity, source) for start, entity, _s in target.by_position))
+            if may_hold is not None and not may_hold(text):
+                continue
+            if target.by_position:
+                variants[text] = _Target(target.entity, source,
+                                         tuple((start, entity, source) for start, entity, _s in target.by_position))
+            else:
+                variants[text] = _Target(target.entity, source)
     return {text: target for text, target in variants.items() if target is not None}
 
 
-@functools.lru_cache(maxsize=1 << 18)  # a hub's aliases come back for every page that links it
+_VARIANT_CACHES: dict[tuple, dict[str, tuple[tuple[str, str], ...]]] = {}
+
+
+def _usable_variants_cache(rules: tuple[str, ...], min_alias_chars: int, stopwords: str,
+                           lowerable: bool) -> dict[str, tuple[tuple[str, str], ...]]:
+    """alias -> :func:`_usable_variants` under these arguments: one dict lookup per alias and page
+    (a hub's aliases come back for every page that links it)."""
+    key = (rules, min_alias_chars, stopwords, lowerable)
+    cache = _VARIANT_CACHES.get(key)
+    if cache is None or len(cache) >= _CACHE_MAX:
+        cache = _VARIANT_CACHES[key] = {}
+    return cache
+
+
 def _usable_variants(alias: str, rules: tuple[str, ...], lowerable: bool, min_alias_chars: int,
                      stopwords: str) -> tuple[tuple[str, str], ...]:
     """:func:`_variants` of one alias without those too short or stopwords (``stopwords``: the spec)."""
@@ -607,10 +655,14 @@ def _entities_of(target: "_Target") -> tuple[str, ...]:
 def _loose_forms(tokens: set[str], rules: tuple[str, ...]) -> set[str]:
     """Forms of the page's tokens under which a variant's first token meets its alias's: first letter
     lower-cased (case rule), an English plural ending removed (plural rule)."""
-    # Most tokens start with a lower-case letter, which lower() leaves alone: only the others are rebuilt.
-    forms = {token if token[:1].islower() else token[:1].lower() + token[1:] for token in tokens}
+    # Most tokens start with a lower-case letter, which lower() leaves alone: those are picked in C (tokens
+    # are never empty), and only the others are rebuilt.
+    starts_lower = list(map(str.islower, map(_FIRST_CHAR, tokens)))
+    forms = set(itertools.compress(tokens, starts_lower))
+    forms.update([token[:1].lower() + token[1:]
+                  for token in itertools.compress(tokens, map(operator.not_, starts_lower))])
     if ALIAS_PLURAL_EN in rules:
-        plurals = [token for token in forms if token.endswith("s")]
+        plurals = list(itertools.compress(forms, map("s".__eq__, map(_LAST_CHAR, forms))))
         forms.update([token[:-1] for token in plurals])
         plurals = [token for token in plurals if token.endswith("es")]
         forms.update([token[:-2] for token in plurals])
@@ -618,14 +670,20 @@ def _loose_forms(tokens: set[str], rules: tuple[str, ...]) -> set[str]:
     return forms
 
 
+_FIRST_CHAR, _LAST_CHAR = operator.itemgetter(0), operator.itemgetter(-1)
+
+
 def _page_anchors(folded: str, hyperlinks: Sequence[Mention]) -> dict[str, list[tuple[int, str]]]:
     """Folded anchor text -> [(link start, entity)] of the page's hyperlinks, by start."""
     anchors: dict[str, list[tuple[int, str]]] = {}
-    for link in sorted(hyperlinks, key=lambda m: m.start):
+    for link in sorted(hyperlinks, key=_mention_start):
         surface = folded[max(0, link.start):link.end].strip()
         if surface:
             anchors.setdefault(surface, []).append((link.start, link.entity))
     return anchors
+
+
+_mention_start = operator.attrgetter("start")
 
 
 def _has_letter(s: str) -> bool:
@@ -695,43 +753,129 @@ class _PageTokens:
 
     An alias can occur as whole words only where its own tokens occur in a row (the
     same token pattern splits alias and text, and a match never cuts a token), so an
-    alias that fails :meth:`in_a_row` is dropped before it costs any matching work:
+    alias that fails :meth:`admits` is dropped before it costs any matching work:
     a hub entity's many anchor texts mostly share a first word with the page ("Paris
-    Saint-Germain" in a page saying "Paris"), rarely the rest.
+    Saint-Germain" in a page saying "Paris"), rarely the rest. :meth:`may_hold` is
+    the same test for the automaton's words: most variants fail it.
     """
 
     present: set[str]
-    adjacent: set[tuple[str, str]]
+    adjacent: set[str]  # "a b" for every two tokens a, b in a row (tokens hold no space: one cut)
     token_re: re.Pattern
+    words: dict[str, tuple[str | None, tuple[str, ...]]]  # the cache of _word_shape for token_re
+
+    @classmethod
+    def of(cls, folded: str, token_re: re.Pattern) -> "_PageTokens":
+        # Without a character of an unspaced script (most pages), the plain pattern splits the same way, faster.
+        plain = token_re is _TOKENS_SPLITTING_UNSPACED and _UNSPACED_CHAR.search(folded) is None
+        tokens = (_TOKENS_WHOLE_WORDS if plain else token_re).findall(folded)
+        # A pair is one string, not a tuple: a page has thousands of them, and strings give the garbage
+        # collector nothing to track (tuples made it a good part of the labeller's time).
+        return cls(set(tokens), set(map(_PAIR, zip(tokens, tokens[1:]))), token_re, _word_shapes(token_re))
 
     def in_a_row(self, folded_alias: str, inner_only: bool = False) -> bool:
         """Are the alias's tokens adjacent pairs of the page (its first token checked by the caller)?
         ``inner_only``: only the pairs that no variant rule changes (not the first or last token)."""
-        pairs = _alias_pairs(folded_alias, self.token_re)
+        pairs = _token_pairs(self.token_re.findall(folded_alias))
         if inner_only:
             pairs = pairs[1:-1]  # the pairs of tokens[1:-1]
         return self.adjacent.issuperset(pairs)
 
+    def may_hold(self, word: str) -> bool:
+        """Can the (folded) text occur in the page as whole words: its first token is in the page and its
+        tokens are in a row? A whole-word match starts and ends at token boundaries, so its tokens are
+        the page's, in a row. True for a text without tokens (not decided here)."""
+        shape = self.words.get(word)
+        if shape is None:
+            shape = self.words[word] = _word_shape(word, self.token_re)
+        first, pairs = shape
+        return first is None or (first in self.present and self.adjacent.issuperset(pairs))
 
-@functools.lru_cache(maxsize=1 << 18)  # a hub's aliases come back for every page that links it
-def _alias_tokens(folded_alias: str, token_re: re.Pattern) -> tuple[str, ...]:
-    return tuple(token_re.findall(folded_alias))
+    def admits(self, exact_first: bool, shape: "_AliasShape", variants: bool, possessive: bool) -> bool:
+        """Can the alias (or, with ``variants``, a variant of it) occur in the page as whole words,
+        its first token being in the page (``exact_first``) or else a variant's (the caller checked
+        that one: :func:`_loose_forms`)? Its tokens must be in a row; with ``variants`` its inner
+        tokens suffice (the variant rules change only the first and the last word), with
+        ``possessive`` also its possessive base's."""
+        _folded, pairs, inner, base_pairs = shape
+        adjacent = self.adjacent
+        if exact_first:
+            return (adjacent.issuperset(pairs) or (variants and adjacent.issuperset(inner))
+                    or (possessive and base_pairs is not None and adjacent.issuperset(base_pairs)))
+        return variants and adjacent.issuperset(inner)
 
 
-@functools.lru_cache(maxsize=1 << 18)
-def _alias_pairs(folded_alias: str, token_re: re.Pattern) -> tuple[tuple[str, str], ...]:
-    """The adjacent token pairs of an alias, in order."""
-    tokens = _alias_tokens(folded_alias, token_re)
-    return tuple(zip(tokens, tokens[1:]))
+_PAIR = " ".join
+_CACHE_MAX = 1 << 18  # entries of each per-config cache below; a hub's aliases come back for every page
+_WORD_SHAPES: dict[re.Pattern, dict[str, tuple[str | None, tuple[str, ...]]]] = {}
+
+
+def _word_shapes(token_re: re.Pattern) -> dict[str, tuple[str | None, tuple[str, ...]]]:
+    shapes = _WORD_SHAPES.get(token_re)
+    if shapes is None or len(shapes) >= _CACHE_MAX:
+        shapes = _WORD_SHAPES[token_re] = {}
+    return shapes
+
+
+def _word_shape(word: str, token_re: re.Pattern) -> tuple[str | None, tuple[str, ...]]:
+    """(first token or None, token pairs) of a text as the page's tokens are compared with it."""
+    tokens = token_re.findall(word)
+    return (tokens[0] if tokens else None), _token_pairs(tokens)
+
+
+def _token_pairs(tokens: list[str]) -> tuple[str, ...]:
+    """The adjacent pairs of tokens, in order, as "a b" (see _PageTokens.adjacent)."""
+    return tuple(map(_PAIR, zip(tokens, tokens[1:])))
+
+
+# (folded alias, its token pairs, those of tokens[1:-1], those of its possessive base or None)
+_AliasShape = tuple[str, tuple[str, ...], tuple[str, ...], "tuple[str, ...] | None"]
+_SHAPES: dict[tuple[bool, re.Pattern], dict[str, _AliasShape]] = {}
+
+
+def _alias_shapes(case_sensitive: bool, token_re: re.Pattern) -> dict[str, _AliasShape]:
+    """The cache of :func:`_alias_shape` for one folding and token pattern (alias -> shape)."""
+    shapes = _SHAPES.get((case_sensitive, token_re))
+    if shapes is None or len(shapes) >= _CACHE_MAX:
+        shapes = _SHAPES[(case_sensitive, token_re)] = {}
+    return shapes
+
+
+def _alias_shape(alias: str, case_sensitive: bool, token_re: re.Pattern) -> _AliasShape:
+    folded = alias if case_sensitive else _fold(alias, False)
+    pairs = _token_pairs(token_re.findall(folded))
+    base = english_possessive_base(folded)
+    return folded, pairs, pairs[1:-1], None if base is None else _token_pairs(token_re.findall(base))
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _loose_keys(first: str) -> tuple[str, ...]:
+    """The forms of an alias's first token of which one is in :func:`_loose_forms` of a page where a
+    variant of the alias may start a word: the token with its first letter lower-cased, and with an
+    English plural ending cut off."""
+    token = first[:1].lower() + first[1:]
+    if token.endswith("s"):
+        return token, token[:-1], token[:-2], token[:-3] + "y"
+    return (token,)
 
 
 @dataclass(slots=True)
 class _EntityEvidence:
     """What the page's candidates say about one (alias, entity) pair."""
 
+    entity: str
     prior: float = 0.0
-    origins: set[str] = field(default_factory=set)
+    title: bool = False  # a candidate of the page's own entity ("title" origin) gave it
     own_name: bool = False  # the page's own entity, and the alias is its title or a trusted redirect
+
+    def add(self, prior: float, title_origin: bool, curated: bool) -> None:
+        """Merge one more candidate of the pair."""
+        if prior > self.prior:
+            self.prior = prior
+        if title_origin:
+            self.title = True
+            if curated:
+                self.own_name = True
 
 
 def _resolve_targets(entities, present: _PageTokens | None, config: LabelConfig,
@@ -745,11 +889,15 @@ def _resolve_targets(entities, present: _PageTokens | None, config: LabelConfig,
     also those whose first token may occur as a variant and whose inner tokens
     (the ones no variant rule changes) occur in a row.
     """
-    by_alias: dict[str, dict[str, _EntityEvidence]] = {}
+    # Folded alias -> its one candidate entity's evidence (most aliases), or entity -> evidence.
+    by_alias: dict[str, _EntityEvidence | dict[str, _EntityEvidence]] = {}
     allowed = {LINKED: config.label_linked_entities, TITLE: config.label_title_entity}
     case_sensitive = config.case_sensitive
     # The possessive rule cuts the alias's last two tokens ("'", "s"), which inner_only keeps.
     possessive = loose is not None and ALIAS_POSSESSIVE_EN in config.variant_rules
+    token_re = present.token_re if present is not None else _TOKENS_WHOLE_WORDS
+    page_tokens = present.present if present is not None else set()
+    shapes = _alias_shapes(case_sensitive, token_re)
     for entity, origins, aliases in entities:
         for origin in origins:
             if origin not in ORIGINS:
@@ -760,26 +908,39 @@ def _resolve_targets(entities, present: _PageTokens | None, config: LabelConfig,
         title_origin = TITLE in origins
         for alias, prior, curated, first in aliases:
             if present is not None:
-                exact_first = first in present.present
-                if not exact_first and (loose is None or not _loosely_present(first, loose)):
+                exact_first = first in page_tokens
+                if not exact_first and (loose is None or loose.isdisjoint(_loose_keys(first))):
                     continue  # the cheap test first: most of a hub's aliases stop here
-                folded_alias = alias if case_sensitive else _fold(alias, False)
-                if not ((exact_first and present.in_a_row(folded_alias))
-                        or (loose is not None and present.in_a_row(folded_alias, inner_only=True))
-                        or (possessive and exact_first and _possessive_base_in_a_row(folded_alias, present))):
+            shape = shapes.get(alias)
+            if shape is None:
+                shape = shapes[alias] = _alias_shape(alias, case_sensitive, token_re)
+            if present is not None and not present.admits(exact_first, shape, loose is not None, possessive):
+                continue
+            folded_alias = shape[0]
+            known = by_alias.get(folded_alias)
+            if known is None:
+                by_alias[folded_alias] = _EntityEvidence(entity, prior if prior > 0.0 else 0.0, title_origin,
+                                                         title_origin and curated)
+                continue
+            if type(known) is not dict:
+                if known.entity == entity:
+                    known.add(prior, title_origin, curated)
                     continue
+                known = by_alias[folded_alias] = {known.entity: known}
+            evidence = known.get(entity)
+            if evidence is None:
+                known[entity] = _EntityEvidence(entity, prior if prior > 0.0 else 0.0, title_origin,
+                                                title_origin and curated)
             else:
-                folded_alias = alias if case_sensitive else _fold(alias, False)
-            per_entity = by_alias.setdefault(folded_alias, {})
-            evidence = per_entity.get(entity) or per_entity.setdefault(entity, _EntityEvidence())
-            evidence.prior = max(evidence.prior, prior)
-            evidence.origins.update(origins)
-            if title_origin and curated:
-                evidence.own_name = True
+                evidence.add(prior, title_origin, curated)
     targets = {}
     for alias, entities in by_alias.items():
+        if type(entities) is not dict:  # one candidate entity
+            targets[alias] = _Target(entities.entity, TITLE_ALIAS if entities.title else SAME_PAGE_ALIAS)
+            continue
+
         def source_of(entity: str) -> str:
-            return TITLE_ALIAS if TITLE in entities[entity].origins else SAME_PAGE_ALIAS
+            return TITLE_ALIAS if entities[entity].title else SAME_PAGE_ALIAS
 
         if config.ambiguity == "page" and len(entities) > 1 and not _single_owner(entities):
             # Wikipedia's primary-topic convention: the candidate titled exactly with the text.
@@ -802,20 +963,6 @@ def _resolve_targets(entities, present: _PageTokens | None, config: LabelConfig,
         if entity is not None:
             targets[alias] = _Target(entity, source_of(entity))
     return targets
-
-
-def _possessive_base_in_a_row(folded_alias: str, present: _PageTokens) -> bool:
-    """Can the possessive rule's variant of the alias ("u.s.'s" -> "u.s.") occur in the page?"""
-    base = english_possessive_base(folded_alias)
-    return base is not None and present.in_a_row(base)
-
-
-def _loosely_present(first: str, loose: set[str]) -> bool:
-    """Might a variant of an alias starting with ``first`` start a word of the page? (see _loose_forms)"""
-    token = first[:1].lower() + first[1:]
-    if token in loose:
-        return True
-    return token.endswith("s") and (token[:-1] in loose or token[:-2] in loose or token[:-3] + "y" in loose)
 
 
 def _titled(alias: str, entities, case_sensitive: bool) -> str | None:
@@ -849,24 +996,36 @@ def _pick_entity(entities: dict[str, _EntityEvidence], policy: str) -> str | Non
     return min(entities, key=lambda e: (-entities[e].prior, e))
 
 
-def _alias_automaton(targets: dict[str, _Target]) -> "ahocorasick.Automaton":
-    """An Aho-Corasick automaton of the page's folded aliases; each hit gives (length, target)."""
+def _alias_automaton(targets: dict[str, _Target], present: _PageTokens | None = None,
+                     variants: dict[str, _Target] | None = None) -> "ahocorasick.Automaton | None":
+    """An Aho-Corasick automaton of the page's folded aliases; each hit gives (length, target).
+
+    With ``present`` (the page's tokens), only the aliases that may occur there
+    (:meth:`_PageTokens.may_hold`; some are targets for their variants only); ``variants`` are
+    added as they are (:func:`_variant_targets` checked them). None when no word is left."""
     automaton = ahocorasick.Automaton()
     for alias, target in targets.items():
-        automaton.add_word(alias, (len(alias), target))
+        if present is None or present.may_hold(alias):
+            automaton.add_word(alias, (len(alias), target))
+    for text, target in (variants or {}).items():
+        automaton.add_word(text, (len(text), target))
+    if not len(automaton):
+        return None
     automaton.make_automaton()
     return automaton
 
 
 def _find_occurrences(
-    folded: str, automaton: "ahocorasick.Automaton", split_unspaced: bool
+    folded: str, automaton: "ahocorasick.Automaton | None", split_unspaced: bool
 ) -> list[tuple[int, int, _Target]]:
     """Every whole-word occurrence (start, end, target) of every alias.
 
     The automaton reports every occurrence, overlapping ones included; those
-    that continue a word at either end are dropped.
+    that continue a word at either end are dropped. None (no words): none.
     """
     found = []
+    if automaton is None:
+        return found
     n = len(folded)
     joins, separator = _joins, _ASCII_NON_WORD
     for last, (length, target) in automaton.iter(folded):

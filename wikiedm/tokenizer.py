@@ -488,12 +488,7 @@ def saved_tokenizer_files(name_or_path: str | None = None) -> list[tuple[str, by
 def _save_pretrained_files(tok: "PreTrainedTokenizerFast") -> list[tuple[str, bytes]]:
     with tempfile.TemporaryDirectory(prefix="tokenizer-") as tmp:
         tok.save_pretrained(tmp)
-        return [(name, _read(os.path.join(tmp, name))) for name in sorted(os.listdir(tmp))]
-
-
-def _read(path: str) -> bytes:
-    with open(path, "rb") as f:
-        return f.read()
+        return [(name, storage.read_bytes(os.path.join(tmp, name))) for name in sorted(os.listdir(tmp))]
 
 
 def _saved_files_cache_folder() -> str:
@@ -502,7 +497,7 @@ def _saved_files_cache_folder() -> str:
     digest = hashlib.sha256(f"{_SAVED_FILES_CACHE_FORMAT} transformers {version('transformers')} "
                             f"tokenizers {version('tokenizers')}".encode())
     for path in gpt2_bpe_files():
-        digest.update(_read(path))
+        digest.update(storage.read_bytes(path))
     root = os.environ.get("WIKIEDM_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "wikiedm")
     return os.path.join(root, "tokenizers", f"{DEFAULT_TOKENIZER}-{digest.hexdigest()[:20]}")
 
@@ -511,7 +506,7 @@ def _read_cached_files(folder: str) -> list[tuple[str, bytes]] | None:
     try:
         with open(os.path.join(folder, _DIGESTS)) as f:
             digests = json.load(f)
-        files = [(name, _read(os.path.join(folder, name))) for name in sorted(digests)]
+        files = [(name, storage.read_bytes(os.path.join(folder, name))) for name in sorted(digests)]
     except (OSError, ValueError, TypeError):
         return None
     if not files or any(hashlib.sha256(data).hexdigest() != digests[name] for name, data in files):
@@ -550,13 +545,11 @@ def save_tokenizer(tok: "PreTrainedTokenizerFast", out_dir: str) -> list[str]:
         tok.save_pretrained(local)
         return sorted(os.path.join(local, n) for n in os.listdir(local))
     written = []
-    with tempfile.TemporaryDirectory(prefix="tokenizer-") as tmp:
-        tok.save_pretrained(tmp)
-        for name in sorted(os.listdir(tmp)):
-            dest = _url_join(out_dir, name)
-            with open(os.path.join(tmp, name), "rb") as src, storage.create(dest) as dst:
-                dst.write(src.read())
-            written.append(dest)
+    for name, data in _save_pretrained_files(tok):
+        dest = _url_join(out_dir, name)
+        with storage.create(dest) as dst:
+            dst.write(data)
+        written.append(dest)
     return written
 
 

@@ -27,6 +27,17 @@ def dump(name: str) -> str:
     return str(WIKIDUMPS / name)
 
 
+def distinct_dumps() -> list[str]:
+    """The shared dumps, each set of pages once: a multistream file whose plain twin is there (the same name
+    without ``-multistream``) is left out. It holds the same pages, and the job makes the same files, byte for
+    byte, from either (test_pipeline_real_dumps.py checks it), so tests of what the job makes of a dump's pages
+    need not run it twice."""
+    if not HAVE_WIKIDUMPS:
+        return []
+    names = {p.name for p in WIKIDUMPS.glob("*.xml*") if "-index." not in p.name}
+    return sorted(n for n in names if not ("-multistream" in n and n.replace("-multistream", "", 1) in names))
+
+
 def run_job(input_path: str, output: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
     """Run the corpus job in a subprocess, exactly as a user would (python -m)."""
     cmd = [sys.executable, "-m", "pipelines.wiki_mentions", "--input", input_path, "--output", str(output),
@@ -35,6 +46,33 @@ def run_job(input_path: str, output: Path, *args: str, check: bool = True) -> su
     if check and proc.returncode != 0:
         raise AssertionError(f"job failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}")
     return proc
+
+
+def run_job_here(input_path: str, output: Path, *args: str) -> str:
+    """Run the corpus job in this process, through what ``python -m pipelines.wiki_mentions`` calls
+    (pipelines.wiki_mentions.run); return what it printed. For the fixtures that only need the job's output:
+    the same job less ~3 s of interpreter and imports per run. The command line itself is run_job's."""
+    import contextlib
+    import io
+
+    from pipelines.wiki_mentions import run
+
+    out, err = io.StringIO(), io.StringIO()
+    argv = ["--input", input_path, "--output", str(output), "--progress_every_s", "60", *args]
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = run(argv)
+    if code != 0:
+        raise AssertionError(f"job failed ({code}):\n{out.getvalue()[-3000:]}\n{err.getvalue()[-6000:]}")
+    return out.getvalue()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def beam_graph_building_as_in_the_jobs():
+    """TestPipelines build their graphs as the jobs do (pipelines.launch.memoize_dofn_specs)."""
+    if "apache_beam" in sys.modules:  # this process collected tests that use Beam
+        from pipelines.launch import memoize_dofn_specs
+
+        memoize_dofn_specs()
 
 
 @pytest.fixture(scope="session")
@@ -48,7 +86,7 @@ def sample_dump(tmp_path_factory) -> str:
 def sample_corpus(tmp_path_factory, sample_dump) -> Path:
     """The job's output on the project's own sample (shared by several tests)."""
     out = tmp_path_factory.mktemp("sample_out")
-    run_job(sample_dump, out, "--num_shards", "3", "--validation_fraction", "0.1")
+    run_job_here(sample_dump, out, "--num_shards", "3", "--validation_fraction", "0.1")
     return out
 
 
@@ -66,7 +104,7 @@ class SharedDumpCorpora:
     def __call__(self, name: str) -> Path:
         if name not in self.made:
             out = self.root_factory.mktemp("shared_dump_out")
-            self.stdout[name] = run_job(dump(name), out, *SHARED_DUMP_JOB_ARGS).stdout
+            self.stdout[name] = run_job_here(dump(name), out, *SHARED_DUMP_JOB_ARGS)
             self.made[name] = out
         return self.made[name]
 
@@ -86,7 +124,7 @@ def enwiki206_corpus(tmp_path_factory) -> Path:
     if not HAVE_WIKIDUMPS:
         pytest.skip(f"no real dump excerpts at {WIKIDUMPS}")
     out = tmp_path_factory.mktemp("enwiki206_out")
-    run_job(dump("enwiki-2016-206pages-articles1.xml.bz2"), out, "--num_shards", "2",
+    run_job_here(dump("enwiki-2016-206pages-articles1.xml.bz2"), out, "--num_shards", "2",
             "--validation_fraction", "0.05", "--keep_red_links", "true")
     return out
 

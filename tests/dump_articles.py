@@ -14,14 +14,14 @@ from pathlib import Path
 from pipelines.corpus.labels import AliasCandidate
 from pipelines.records import LinkMention, Mention
 from pipelines.wikitext import ExtractionError, extract_article
-from tests.conftest import WIKIDUMPS
+from tests.conftest import WIKIDUMPS, distinct_dumps
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from bench_extract import read_articles  # noqa: E402
 
 LabellingInput = tuple[str, str, list[Mention], list[AliasCandidate]]
 
-ALL_DUMPS = tuple(sorted(p.name for p in WIKIDUMPS.glob("*.xml*") if "-index" not in p.name))
+ALL_DUMPS = tuple(distinct_dumps())  # a multistream twin's pages once
 
 
 @lru_cache(maxsize=None)
@@ -46,7 +46,7 @@ def labelling_inputs(names: tuple[str, ...]) -> list[LabellingInput]:
     (with its count and prior), and the page's own title entity with its
     anchors and its title.
     """
-    # The multistream copy of the 206-page dump holds the same articles: each text once.
+    # Each text once (two dumps may hold the same article).
     articles = list({(t, x): (t, x, links) for name in names for t, x, links in dump_articles(name)}.values())
     pair_counts = Counter((link.surface.strip(), link.target) for _t, _x, links in articles for link in links)
     alias_totals: Counter = Counter()

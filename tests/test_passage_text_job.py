@@ -15,7 +15,7 @@ from pipelines import storage
 from pipelines.transforms.write import schema_fingerprint
 from pipelines.validate import InvalidOutputError, validate_output
 from schemas import PASSAGE_SCHEMA, PASSAGE_SCHEMA_NO_TEXT, PASSAGE_SCHEMA_V1
-from tests.conftest import SHARED_DUMP_JOB_ARGS, dump, needs_shared, run_job
+from tests.conftest import SHARED_DUMP_JOB_ARGS, dump, needs_shared, run_job_here
 from tests.corpus_checks import check_passage_contract, manifest
 
 pytestmark = [pytest.mark.slow, needs_shared]
@@ -26,7 +26,7 @@ DUMP = "simplewiki-2019-7pages.xml.bz2"
 def runs(tmp_path_factory, shared_dump_corpus) -> dict[bool, Path]:
     """The session's run of DUMP (text on: the default) and the same run with --passage_text false."""
     without = tmp_path_factory.mktemp("text_False")
-    run_job(dump(DUMP), without, *SHARED_DUMP_JOB_ARGS, "--passage_text", "false")
+    run_job_here(dump(DUMP), without, *SHARED_DUMP_JOB_ARGS, "--passage_text", "false")
     return {True: shared_dump_corpus(DUMP), False: without}
 
 

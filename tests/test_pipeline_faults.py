@@ -13,7 +13,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from tests.conftest import REPO, run_job
+from tests.conftest import REPO, run_job, run_job_here
 from tests.corpus_checks import check_passage_contract, manifest
 
 pytestmark = pytest.mark.slow
@@ -92,7 +92,7 @@ def test_killed_run_then_rerun_equals_an_uninterrupted_run(tmp_path: Path, sampl
     """Kill a run part-way, run again into the same folder: the result is byte-identical to an
     uninterrupted run, and an earlier finished run's files with another shard count are gone."""
     out = tmp_path / "out"
-    run_job(sample_dump, out, "--num_shards", "5", "--validation_fraction", "0.1")  # an older, finished run
+    run_job_here(sample_dump, out, "--num_shards", "5", "--validation_fraction", "0.1")  # an older, finished run
     assert (out / "manifest.json").exists()
     cmd = [sys.executable, "-m", "pipelines.wiki_mentions", "--input", sample_dump, "--output", str(out),
            "--num_shards", "3", "--validation_fraction", "0.1"]

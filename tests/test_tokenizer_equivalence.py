@@ -113,7 +113,7 @@ def test_identical_tokens_offsets_and_mention_spans_on_every_shared_dump(encoder
         articles = dump_articles(name)
         assert articles, name
         for _title, text, links in articles:
-            if text in seen:  # the multistream copy of the 206-page dump holds the same articles
+            if text in seen:  # two dumps may hold the same article
                 continue
             seen.add(text)
             ids, offsets = encoder.encode_with_offsets(text)

@@ -59,6 +59,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_read.py --json benchmarks/results/read.json
 	$(PY) benchmarks/bench_tokenize_label.py --json benchmarks/results/tokenize_label.json
 	$(PY) benchmarks/bench_pipeline.py --json benchmarks/results/pipeline.json
+	$(PY) benchmarks/bench_graph_build.py --json benchmarks/results/graph_build.json
 	$(PY) benchmarks/bench_parallel.py --json benchmarks/results/parallel.json
 	$(PY) benchmarks/bench_trainer.py --out benchmarks/results/trainer.json
 	$(PY) benchmarks/bench_memory.py --json benchmarks/results/memory.json

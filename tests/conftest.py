@@ -125,7 +125,7 @@ def enwiki206_corpus(tmp_path_factory) -> Path:
         pytest.skip(f"no real dump excerpts at {WIKIDUMPS}")
     out = tmp_path_factory.mktemp("enwiki206_out")
     run_job_here(dump("enwiki-2016-206pages-articles1.xml.bz2"), out, "--num_shards", "2",
-            "--validation_fraction", "0.05", "--keep_red_links", "true")
+                 "--validation_fraction", "0.05", "--keep_red_links", "true")
     return out
 
 

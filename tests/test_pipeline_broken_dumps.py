@@ -83,7 +83,7 @@ def test_duplicate_page_ids_and_titles_are_deterministic_on_any_parallelism(tmp_
     one, two = tmp_path / "one", tmp_path / "two"
     run_job_here(str(dump), one, "--num_shards", "2", "--validation_fraction", "0.2", "--direct_num_workers", "1")
     run_job_here(str(dump), two, "--num_shards", "2", "--validation_fraction", "0.2",
-            "--direct_running_mode", "multi_processing", "--direct_num_workers", "2")
+                 "--direct_running_mode", "multi_processing", "--direct_num_workers", "2")
     assert _files(one) == _files(two)
     counters = json.loads((one / "stats.json").read_text())["counters"]
     assert counters["duplicate_page_ids"] == 1

@@ -52,10 +52,10 @@ class MemoizedDofnSpecs:
         self.known: dict[int, tuple[weakref.ref, set, set]] = {}
 
     def __call__(self, dofn):
-        entry = self.known.get(id(dofn))
+        key = id(dofn)
+        entry = self.known.get(key)
         if entry is None or entry[0]() is not dofn:
             states, timers = self.compute(dofn)
-            key = id(dofn)
             try:
                 ref = weakref.ref(dofn, lambda _, key=key: self.known.pop(key, None))
             except TypeError:

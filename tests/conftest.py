@@ -21,6 +21,7 @@ def wikidumps_dir() -> Path:
 WIKIDUMPS = wikidumps_dir()
 HAVE_WIKIDUMPS = (WIKIDUMPS / "README.md").exists()
 needs_shared = pytest.mark.skipif(not HAVE_WIKIDUMPS, reason=f"no real dump excerpts at {WIKIDUMPS}")
+_DUMP_NAMES = sorted(p.name for p in WIKIDUMPS.glob("*.xml*") if "-index." not in p.name) if HAVE_WIKIDUMPS else []
 
 
 def dump(name: str) -> str:
@@ -32,16 +33,17 @@ def distinct_dumps() -> list[str]:
     without ``-multistream``) is left out. It holds the same pages, and the job makes the same files, byte for
     byte, from either (test_pipeline_real_dumps.py checks it), so tests of what the job makes of a dump's pages
     need not run it twice."""
-    if not HAVE_WIKIDUMPS:
-        return []
-    names = {p.name for p in WIKIDUMPS.glob("*.xml*") if "-index." not in p.name}
+    names = set(_DUMP_NAMES)
     return sorted(n for n in names if not ("-multistream" in n and n.replace("-multistream", "", 1) in names))
+
+
+def _job_argv(input_path: str, output: Path, args: tuple[str, ...]) -> list[str]:
+    return ["--input", input_path, "--output", str(output), "--progress_every_s", "60", *args]
 
 
 def run_job(input_path: str, output: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
     """Run the corpus job in a subprocess, exactly as a user would (python -m)."""
-    cmd = [sys.executable, "-m", "pipelines.wiki_mentions", "--input", input_path, "--output", str(output),
-           "--progress_every_s", "60", *args]
+    cmd = [sys.executable, "-m", "pipelines.wiki_mentions", *_job_argv(input_path, output, args)]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=900)
     if check and proc.returncode != 0:
         raise AssertionError(f"job failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}")
@@ -58,9 +60,8 @@ def run_job_here(input_path: str, output: Path, *args: str) -> str:
     from pipelines.wiki_mentions import run
 
     out, err = io.StringIO(), io.StringIO()
-    argv = ["--input", input_path, "--output", str(output), "--progress_every_s", "60", *args]
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = run(argv)
+        code = run(_job_argv(input_path, output, args))
     if code != 0:
         raise AssertionError(f"job failed ({code}):\n{out.getvalue()[-3000:]}\n{err.getvalue()[-6000:]}")
     return out.getvalue()
@@ -139,7 +140,6 @@ def enwiki206_corpus(tmp_path_factory) -> Path:
 ENWIKI206_DUMP = "enwiki-2016-206pages-articles1.xml.bz2"
 ENWIKI206_UNIT = "enwiki206 corpus and the training runs"
 _ENWIKI206_FIXTURES = frozenset({"enwiki206_corpus", "corpus_dir", "trainer_runs", "tokenizer_and_ids"})
-_DUMP_NAMES = sorted(p.name for p in WIKIDUMPS.glob("*.xml*") if "-index." not in p.name) if HAVE_WIKIDUMPS else []
 
 
 def _unit_of_reads(names: set[str], params: str, strings: list[str]) -> str | None:

@@ -103,7 +103,9 @@ _COMMIT = re.compile(r"\b[0-9a-f]{7,40}\b")
 
 def plain(text: str) -> str:
     """A recorded note as the manual may show it: no commit hashes, no paths of the machine it ran on."""
-    text = re.sub(r"\s*\([^()]*\)", "", _COMMIT.sub("", text))  # parenthesised asides name the code
+    # asides naming the code's version or the team's own work go, with every commit hash
+    text = re.sub(r"\b[0-9a-f]{7,40}\b(\s*\([^()]*\))?", "", text)
+    text = _COMMIT.sub("", re.sub(r"\s*\([^()]*(\b[0-9a-f]{7,40}\b|helper)[^()]*\)", "", text))
     text = re.sub(r",?\s*under /[^\s;,]+", "", text)
     text = re.sub(r"^\s*(\w+):\s*[,;]?\s*", r"\1: ", text)
     return re.sub(r"\s{2,}", " ", text).strip(" ;,")

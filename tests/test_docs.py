@@ -6,6 +6,7 @@ import contextlib
 import importlib.util
 import io
 import json
+import logging
 import re
 import shlex
 import sys
@@ -140,12 +141,18 @@ def options_of(command: list[str]) -> list[str]:
 
 @lru_cache(maxsize=None)
 def help_text(subcommand: str) -> str:
+    """``wikiedm SUBCOMMAND --help``, in this process; a module's main() that configures logging leaves the
+    test process's root logger as it was."""
     out, err = io.StringIO(), io.StringIO()
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
             cli.main([subcommand, "--help"])
         except SystemExit:
             pass
+        finally:
+            root.handlers[:], root.level = handlers, level
     return out.getvalue() + err.getvalue()
 
 

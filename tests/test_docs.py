@@ -140,15 +140,15 @@ def options_of(command: list[str]) -> list[str]:
 
 
 @lru_cache(maxsize=None)
-def help_text(subcommand: str) -> str:
-    """``wikiedm SUBCOMMAND --help``, in this process; a module's main() that configures logging leaves the
-    test process's root logger as it was."""
+def help_text(subcommand: str, flag: str = "--help") -> str:
+    """``wikiedm SUBCOMMAND --help`` (or ``--help-config``, every config key), in this process; a module's
+    main() that configures logging leaves the test process's root logger as it was."""
     out, err = io.StringIO(), io.StringIO()
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
-            cli.main([subcommand, "--help"])
+            cli.main([subcommand, flag])
         except SystemExit:
             pass
         finally:
@@ -167,10 +167,11 @@ def undocumented_options(command: list[str]) -> list[str]:
     sub = command[1]
     if sub not in cli.SUBCOMMANDS:
         return [f"no subcommand {sub!r}"]
-    text = help_text(sub)
     missing = []
     for option in options_of(command):
-        if re.search(rf"(?<![\w.-]){re.escape(option)}(?![\w.-])", text):
+        # --help shows the common options; --help-config, where a subcommand has it, every config key
+        if any(re.search(rf"(?<![\w.-]){re.escape(option)}(?![\w.-])", help_text(sub, flag))
+               for flag in ("--help", "--help-config")):
             continue
         if cli.SUBCOMMANDS[sub].module in BEAM_JOB_MODULES and option[2:] in beam_option_names():
             continue

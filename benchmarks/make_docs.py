@@ -144,8 +144,11 @@ def render_pipeline(stem: str, data: dict) -> Section:
         body += table(["stage", "share"], [[name, f"{100 * share:.0f}%"]
                                             for name, share in sorted(shares.items(), key=lambda kv: -kv[1])])
     sizes = " and ".join(f"×{s}" for s in data["sizes"])
-    return Section("Corpus job vs wikiextractor: CPU per page", "benchmarks/bench_pipeline.py",
-                   machine_of(data),
+    load = str(data.get("machine_load", ""))
+    machine = ("2-core CPU development machine with nothing else running" if load.startswith("quiet") else
+               "2-core CPU development machine shared with other work" if load.startswith("loaded") else
+               machine_of(data))
+    return Section("Corpus job vs wikiextractor: CPU per page", "benchmarks/bench_pipeline.py", machine,
                    f"{dump_name(data['dump'])} replicated {sizes} with new titles (marginal CPU per page "
                    f"between the sizes, so start-up cancels); DirectRunner, 1 worker; medians of "
                    f"{data['repeat']} runs", body)

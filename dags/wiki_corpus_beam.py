@@ -45,5 +45,5 @@ class BeamPythonJobOperator(BeamRunPythonPipelineOperator, _DataflowMixinWithout
             raise AirflowException(
                 "runner DataflowRunner needs apache-airflow-providers-google in Airflow's environment "
                 "(it tracks and cancels the Dataflow job); install it there, or run the job with "
-                "`python -m pipelines.wiki_mentions --runner=DataflowRunner ...` (docs/dataflow.md)")
+                "`python -m pipelines.wiki_mentions --runner=DataflowRunner ...` (docs/orchestration.md)")
         return super().execute(context)

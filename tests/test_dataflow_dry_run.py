@@ -54,7 +54,7 @@ def test_dry_run_on_the_command_line_builds_the_job_and_submits_nothing(excerpt)
 
 
 def test_dataflow_job_graph_has_every_named_step(excerpt, monkeypatch):
-    monkeypatch.chdir(REPO)  # --setup_file ./setup.py, as in docs/dataflow.md
+    monkeypatch.chdir(REPO)  # --setup_file ./setup.py, as in docs/orchestration.md
     DataflowRunner.last = None
     rc = run(["--input", excerpt, "--output", "gs://wikiedm-dry-run/out", "--read_range_mb", "1", "--num_shards", "16",
               f"--runner={__name__}.DataflowRunner", "--dry_run", "true", *GCP])

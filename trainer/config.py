@@ -39,7 +39,7 @@ class ModelConfig:
                                     "block; 16384 measured fastest on CPU, base.yaml keeps 65536 for a GPU)")
     init_std: float = option(0.02, "std of the normal initialisation")
     entity_init_std: float = option(0.0, "std of the entity table's initialisation; 0: 1/sqrt(entity_dim), unit-norm rows "
-                                     "(see trainer/README.md, 'Why entity linking learns')")
+                                     "(see docs/pretraining.md, 'The memory's initial scales')")
     query_init_std: float = option(0.0, "std of W_in and of the linking head's projection; 0: 1/sqrt(d_model), "
                                     "unit-variance queries")
     memory_partition: str = option("auto", "entity table layout: 'rows' (each rank owns N/k rows and their optimizer "

@@ -219,7 +219,7 @@ class EDMem(nn.Module):
     def reset_parameters(self) -> None:
         """Normal(0, init_std) matrices, zero biases, unit LayerNorms; the same values with or without ZeRO-3.
 
-        The memory's scales differ (see trainer/README.md, "Why entity linking learns"): the
+        The memory's scales differ (see docs/pretraining.md, "The memory's initial scales"): the
         table rows ~ N(0, 1/D) (unit norm) and the query projections ~ N(0, 1/d_model) (unit-
         variance queries), so the EL logits start at std ~1 instead of ~0.01.
         """

@@ -2,7 +2,7 @@
 links >= 90% of the mentions within STEPS steps, on 1 rank (replicated table) and on 2 ranks with the
 table split by rows. The runs are the real trainer's, shared with the other tests (tests/trainer/runs.py).
 
-Before the fix of the memory's initial scales (trainer/README.md, "Why entity linking learns")
+Before the fix of the memory's initial scales (docs/pretraining.md, "The memory's initial scales")
 the same runs stayed near chance.
 """
 from __future__ import annotations

@@ -1,0 +1,280 @@
+"""The manual (README.md, docs/*.md) checked like code: Markdown that renders, links that resolve, commands that
+parse, figures that come from the results files."""
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import io
+import json
+import logging
+import re
+import shlex
+import sys
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+
+from wikiedm import cli
+
+REPO = Path(__file__).resolve().parent.parent
+README = REPO / "README.md"
+DOCS = sorted((REPO / "docs").glob("*.md"))
+MANUAL = [README, *DOCS, *[p for p in (REPO / "trainer" / "README.md", REPO / "CHANGELOG.md") if p.exists()]]
+BENCHMARKS_MD = REPO / "docs" / "benchmarks.md"
+FENCE = re.compile(r"^\s*(`{3,}|~{3,})(.*)$")
+# Subcommands that are Beam jobs: options their own --help does not list are Beam pipeline options.
+BEAM_JOB_MODULES = {"pipelines.wiki_mentions", "pipelines.link_mentions"}
+
+
+def ids(paths):
+    return [str(p.relative_to(REPO)) for p in paths]
+
+
+# ----------------------------------------------------------------------------------------- the checks
+
+def fence_problems(text: str) -> list[str]:
+    """Unclosed code fences, and closing fences that carry text (```S=False: not a fence a renderer closes on)."""
+    problems, open_at, marker = [], None, ""
+    for number, line in enumerate(text.splitlines(), 1):
+        match = FENCE.match(line)
+        if not match:
+            continue
+        if open_at is None:
+            open_at, marker = number, match.group(1)
+        elif match.group(1)[0] == marker[0] and len(match.group(1)) >= len(marker):
+            if match.group(2).strip():  # not a closing fence: the block stays open
+                problems.append(f"line {number}: a closing fence with text after it: {line.strip()!r}")
+            else:
+                open_at = None
+    if open_at is not None:
+        problems.append(f"line {open_at}: code fence never closed")
+    return problems
+
+
+def repeated_blocks(text: str, size: int = 5) -> list[str]:
+    """Runs of ``size`` lines that occur twice, verbatim (blank lines and table separators ignored)."""
+    lines = [(n, line.strip()) for n, line in enumerate(text.splitlines(), 1)
+             if line.strip() and not re.fullmatch(r"\|?[\s:|-]+\|?", line.strip())]
+    first_seen: dict[tuple[str, ...], int] = {}
+    found = []
+    for i in range(len(lines) - size + 1):
+        block = tuple(text for _, text in lines[i:i + size])
+        if block in first_seen and i - first_seen[block] >= size:
+            found.append(f"lines {lines[i][0]}-{lines[i + size - 1][0]} repeat lines from {lines[first_seen[block]][0]}")
+        first_seen.setdefault(block, i)
+    return found
+
+
+def without_code(text: str, inline: bool = True) -> str:
+    """The text outside code fences (and inline code): links there are examples, not links."""
+    out, inside = [], False
+    for line in text.splitlines():
+        if FENCE.match(line):
+            inside = not inside
+            out.append("")
+        elif not inside:
+            out.append(re.sub(r"`[^`]*`", "", line) if inline else line)
+    return "\n".join(out)
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation dropped, spaces to hyphens."""
+    heading = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading)  # a link in a heading anchors by its text
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def anchors(path: Path) -> set[str]:
+    seen: dict[str, int] = {}
+    result = set()
+    for line in without_code(path.read_text(), inline=False).splitlines():
+        match = re.match(r"^#{1,6}\s+(.*?)\s*#*\s*$", line)
+        if match:
+            base = slug(match.group(1))
+            count = seen.get(base, 0)
+            seen[base] = count + 1
+            result.add(base if count == 0 else f"{base}-{count}")
+    return result
+
+
+def broken_links(path: Path) -> list[str]:
+    text = without_code(path.read_text())
+    problems = []
+    for target in re.findall(r"\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)", text):
+        if re.match(r"^[a-z][a-z0-9+.-]*:", target):  # https:, mailto: ...
+            continue
+        file_part, _, anchor = target.partition("#")
+        linked = (path.parent / file_part).resolve() if file_part else path
+        if not linked.exists():
+            problems.append(f"{target}: no such file")
+        elif anchor and linked.suffix == ".md" and anchor not in anchors(linked):
+            problems.append(f"{target}: no heading with anchor #{anchor} in {linked.name}")
+    return problems
+
+
+def wikiedm_commands(text: str) -> list[list[str]]:
+    """Every command line in a code fence that starts with ``wikiedm SUB``, continuation lines joined."""
+    commands, inside, pending = [], False, ""
+    for line in text.splitlines():
+        if FENCE.match(line):
+            inside, pending = not inside, ""
+            continue
+        if not inside:
+            continue
+        line = pending + line.strip()
+        pending = ""
+        if line.endswith("\\"):
+            pending = line[:-1] + " "
+            continue
+        if line.startswith("$ "):
+            line = line[2:]
+        if re.match(r"^wikiedm \S", line):
+            commands.append(shlex.split(line, comments=True))
+    return commands
+
+
+def options_of(command: list[str]) -> list[str]:
+    """The --options a command uses (``[--kb`` in an optional part counts, ``...`` does not)."""
+    return [token.lstrip("[").split("=")[0].rstrip("]") for token in command[2:]
+            if token.lstrip("[").startswith("--")]
+
+
+@lru_cache(maxsize=None)
+def help_text(subcommand: str, flag: str = "--help") -> str:
+    """``wikiedm SUBCOMMAND --help`` (or ``--help-config``, every config key), in this process; a module's
+    main() that configures logging leaves the test process's root logger as it was."""
+    out, err = io.StringIO(), io.StringIO()
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            cli.main([subcommand, flag])
+        except SystemExit:
+            pass
+        finally:
+            root.handlers[:], root.level = handlers, level
+    return out.getvalue() + err.getvalue()
+
+
+@lru_cache(maxsize=None)
+def beam_option_names() -> frozenset[str]:
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    return frozenset(PipelineOptions([]).get_all_options(retain_unknown_options=False))
+
+
+def undocumented_options(command: list[str]) -> list[str]:
+    sub = command[1]
+    if sub not in cli.SUBCOMMANDS:
+        return [f"no subcommand {sub!r}"]
+    missing = []
+    for option in options_of(command):
+        # --help shows the common options; --help-config, where a subcommand has it, every config key
+        if any(re.search(rf"(?<![\w.-]){re.escape(option)}(?![\w.-])", help_text(sub, flag))
+               for flag in ("--help", "--help-config")):
+            continue
+        if cli.SUBCOMMANDS[sub].module in BEAM_JOB_MODULES and option[2:] in beam_option_names():
+            continue
+        missing.append(option)
+    return missing
+
+
+def headline_lines(readme: str) -> list[str]:
+    match = re.search(r"<!-- headlines -->(.*?)<!-- /headlines -->", readme, re.S)
+    assert match, "README.md has no <!-- headlines --> ... <!-- /headlines --> block"
+    return [line for line in match.group(1).splitlines() if line.strip() and not line.strip().startswith("<!--")]
+
+
+def figures(line: str) -> list[str]:
+    line = re.sub(r"\]\([^)]*\)", "]", line)  # link targets are file names, not figures
+    return re.findall(r"(?<![\w.])\d+(?:[.,]\d+)*", line)
+
+
+def figures_missing(line: str, benchmarks: str) -> list[str]:
+    return [f for f in figures(line) if not re.search(rf"(?<![\d.,]){re.escape(f)}(?![\d]|[.,]\d)", benchmarks)]
+
+
+def load_make_docs():
+    spec = importlib.util.spec_from_file_location("make_docs", REPO / "benchmarks" / "make_docs.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+# ------------------------------------------------------------------------------------------------ tests
+
+@pytest.mark.parametrize("path", MANUAL, ids=ids(MANUAL))
+def test_code_fences_are_balanced(path):
+    assert fence_problems(path.read_text()) == []
+
+
+@pytest.mark.parametrize("path", MANUAL, ids=ids(MANUAL))
+def test_no_block_of_lines_is_repeated(path):
+    assert repeated_blocks(path.read_text()) == []
+
+
+def test_the_checks_catch_a_pasted_duplicate_and_a_broken_fence():
+    lines = [line for line in README.read_text().splitlines() if line.strip()][10:15]
+    planted = README.read_text() + "\n\n" + "\n".join(lines) + "\n"
+    assert repeated_blocks(README.read_text()) == []
+    assert len(repeated_blocks(planted)) == 1
+    assert repeated_blocks("a\nb\nc\nd\n\ne\n|---|---|\nx\na\nb\nc\nd\ne\n") == ["lines 9-13 repeat lines from 1"]
+    assert fence_problems("```\ncode\n```S=False\n") == ["line 3: a closing fence with text after it: '```S=False'",
+                                                         "line 1: code fence never closed"]
+    assert fence_problems("```json\n{}\n```\n") == []
+
+
+@pytest.mark.parametrize("path", MANUAL, ids=ids(MANUAL))
+def test_relative_links_resolve(path):
+    assert broken_links(path) == []
+
+
+def test_the_link_check_catches_a_missing_file_and_anchor(tmp_path):
+    (tmp_path / "a.md").write_text("# Title `x` here\n\n[ok](#title-x-here) [f](b.md) [g](a.md#nope) "
+                                   "[web](https://example.org) `[code](none.md)`\n")
+    assert broken_links(tmp_path / "a.md") == ["b.md: no such file", "a.md#nope: no heading with anchor #nope in a.md"]
+
+
+COMMANDS = [(path, command) for path in [README, *DOCS] for command in wikiedm_commands(path.read_text())]
+
+
+@pytest.mark.parametrize("path,command", COMMANDS, ids=[f"{p.name}:{' '.join(c[:2])}" for p, c in COMMANDS])
+def test_every_wikiedm_command_shown_parses(path, command):
+    assert undocumented_options(command) == [], f"{path.name}: {shlex.join(command)}"
+
+
+def test_the_manual_shows_a_command_for_every_job():
+    shown = {command[1] for _, command in COMMANDS}
+    assert {"corpus", "pretrain", "validate", "report", "export", "fetch"} <= shown
+    assert undocumented_options(["wikiedm", "validate", "--no_such_option"]) == ["--no_such_option"]
+    assert undocumented_options(["wikiedm", "no-such-job"]) == ["no subcommand 'no-such-job'"]
+
+
+def test_headline_figures_come_from_the_benchmarks_page():
+    benchmarks = BENCHMARKS_MD.read_text()
+    lines = headline_lines(README.read_text())
+    assert 3 <= len(lines) <= 6
+    assert all(figures(line) for line in lines), "a headline without a figure"
+    assert {line: figures_missing(line, benchmarks) for line in lines} == {line: [] for line in lines}
+    assert figures_missing("×9.87 faster on 12,345 pages", benchmarks) == ["9.87", "12,345"]
+
+
+def test_benchmarks_page_is_generated_from_the_results_files(tmp_path):
+    make_docs = load_make_docs()
+    regenerated = tmp_path / "benchmarks.md"
+    assert make_docs.main(["--output", str(regenerated)]) == 0
+    assert regenerated.read_text() == BENCHMARKS_MD.read_text(), "docs/benchmarks.md is out of date: run make docs"
+
+
+def test_a_new_results_file_appears_without_a_renderer(tmp_path):
+    make_docs = load_make_docs()
+    (tmp_path / "gpu_check.json").write_text(json.dumps({"machine": "1 x H100", "tokens_per_s": 12345.6,
+                                                          "mfu": 0.41, "nested": {"skipped": 1}}))
+    (tmp_path / "pipeline_0123abc_quiet.json").write_text(json.dumps({"what": "an old run; details"}))
+    page = make_docs.render_all(tmp_path)
+    assert "## Gpu check (`gpu_check.json`)" in page
+    assert "Machine: 1 x H100." in page
+    assert "| `tokens_per_s` | 12,345.600 |" in page and "| `mfu` | 0.410 |" in page
+    assert "skipped" not in page
+    assert "- `pipeline_0123abc_quiet.json`: an old run" in page.split("## Archived runs")[1]

@@ -1,0 +1,383 @@
+"""Fused Triton kernels for the entity softmax: the local pass of ``trainer.entity_softmax`` on tensor cores.
+
+``forward_blocks`` and ``backward_blocks`` have the contract of ``_forward_blocks`` and
+``_backward_blocks`` there (one rank's pass over its own rows; the cross-rank merge stays in
+``EntitySoftmax``), so the row-partitioned layout runs unchanged on either backend:
+
+    forward      grid (query tiles, row chunks), the query tile fastest so that the programs
+                 reading one chunk of the table run together and share it through L2. Each
+                 program runs the online softmax over its chunk (running max, sum of exp,
+                 exp-weighted sum of rows, first argmax) and writes them as a partial; a small
+                 merge in torch (float32) rescales the partials to the global max.
+    backward     two kernels, both recomputing the scores from q and the rows:
+      rows       grid over tiles of rows; each program keeps its tile of the table and loops
+                 over ALL queries (there are few): grad_rows = dS^T q + P^T g_r, written
+                 once per row (or added into ``.grad``), no atomics.
+      queries    grid (query tiles, row chunks) as in the forward: dS E per chunk into a
+                 partial [chunks, M, D], summed in torch.
+
+with P = exp(q e_i - lse) and dS = P (g_l + g_r . e_i - g_r . read) + g_t at the target (see
+``trainer.entity_softmax``). Products: 2 x M x N x D multiply-adds forward with the read,
+7 backward (the rows kernel 4, the queries kernel 3; 2 + 2 without the read).
+
+Precision. The products take bfloat16 operands (the queries, the rows whatever their dtype in
+memory, P, dS and g_r, rounded to nearest) with float32 accumulation (``tl.dot``); the running
+max, sum of exp, lse and every exp are float32. The tests (tests/trainer/test_entity_kernels.py;
+at M=768, N=65,536, D=256 on a GPU, ``gpu`` marker) hold the kernel to these relative errors
+against a float64 reference, ||x - ref|| / ||ref||:
+
+    lse 5e-4,  read 1e-2,  grad of the queries 1e-2,  grad of the rows 1e-2,
+    target score 1e-5 (float32: computed outside the kernels),
+
+and per mention |lse - ref| <= 2^-8 ||q|| max_i ||e_i|| (the worst bf16-product score error),
+top1 an entity whose exact score is within twice that of the max. Rounding the operands alone,
+emulated in float64 at that shape (an estimate, not a GPU measurement): lse 1.7e-5 (1.9e-4 with
+4x larger queries, a peaked softmax), read 1.7e-3 (3.6e-3), grad of the queries 1.7e-3 (2.2e-3),
+of the rows 2.4e-3 (2.8e-3); the bounds leave a margin of 3 or more. Structural mistakes (a lost
+tile, a wrong rescale, a mask) are caught by the same kernels with ``products="fp32"`` (float32
+operands, ``input_precision="ieee"``, no tensor cores), which must match float64 to 1e-5.
+
+The float64 and the blocked torch path stay in ``trainer.entity_softmax``: they are exact. Under
+``TRITON_INTERPRET=1`` (read by Triton when this module is imported) the kernels run on CPU
+tensors through Triton's interpreter, which has no bfloat16 ``tl.dot``: there the bf16 operands
+are rounded to nearest in float32 (same values) and multiplied in float32.
+"""
+from __future__ import annotations
+
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"  # Triton decides at decoration time, so do we
+MAX_DIM = 256  # the row width a program holds in full (registers / shared memory sized for it)
+
+
+def unsupported_reason(query: torch.Tensor, rows: torch.Tensor) -> str | None:
+    """Why the kernels cannot run these tensors, or None."""
+    if rows.dtype == torch.float64 or query.dtype == torch.float64:
+        return "float64 inputs: the kernels compute bfloat16 products (the blocked path is exact)"
+    if rows.shape[1] > MAX_DIM:
+        return f"entity_dim {rows.shape[1]} > {MAX_DIM}"
+    if rows.device.type == "cuda":
+        return None if not INTERPRET else "TRITON_INTERPRET=1 was set when trainer.entity_kernels was imported"
+    if rows.device.type == "cpu" and INTERPRET:
+        return None
+    return f"{rows.device.type} tensors need CUDA (or TRITON_INTERPRET=1 set before import, for tests)"
+
+
+# ---------------------------------------------------------------------------------------------- the kernels
+
+@triton.jit
+def _bf16_round(x, EMULATE: tl.constexpr):
+    """x rounded to bfloat16 (to nearest, ties to even): a bf16 tensor, or under the interpreter
+    (no bf16 tl.dot) the same values in float32."""
+    if EMULATE:
+        bits = x.to(tl.float32).to(tl.uint32, bitcast=True)
+        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+        out = bits.to(tl.float32, bitcast=True)
+    else:
+        out = x.to(tl.bfloat16)
+    return out
+
+
+@triton.jit
+def _mm(a, b, acc, BF16: tl.constexpr, EMULATE: tl.constexpr):
+    """acc + a @ b with float32 accumulation; bf16 operands (tensor cores) or float32 ones (ieee)."""
+    if BF16:
+        if EMULATE:
+            out = tl.dot(_bf16_round(a, EMULATE), _bf16_round(b, EMULATE), acc, input_precision="ieee")
+        else:
+            out = tl.dot(_bf16_round(a, EMULATE), _bf16_round(b, EMULATE), acc)
+    else:
+        out = tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision="ieee")
+    return out
+
+
+@triton.jit
+def _forward_kernel(q_ptr, e_ptr, max_ptr, sum_ptr, read_ptr, top_ptr,
+                    M, N, D, stride_q, stride_e, row_start, rows_per_chunk,
+                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+                    WITH_READ: tl.constexpr, BF16: tl.constexpr, EMULATE: tl.constexpr):
+    pid_m = tl.program_id(0)
+    pid_c = tl.program_id(1)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, BLOCK_D)
+    m_ok = offs_m < M
+    d_ok = offs_d < D
+    q = tl.load(q_ptr + offs_m[:, None].to(tl.int64) * stride_q + offs_d[None, :],
+                mask=m_ok[:, None] & d_ok[None, :], other=0.0)
+    running_max = tl.full((BLOCK_M,), float("-inf"), tl.float32)
+    running_sum = tl.zeros((BLOCK_M,), tl.float32)
+    running_read = tl.zeros((BLOCK_M, BLOCK_D), tl.float32)
+    top = tl.zeros((BLOCK_M,), tl.int32)
+    n_begin = pid_c * rows_per_chunk
+    n_end = tl.minimum(n_begin + rows_per_chunk, N)
+    for n0 in range(n_begin, n_end, BLOCK_N):
+        offs_n = n0 + tl.arange(0, BLOCK_N)
+        n_ok = offs_n < n_end
+        e = tl.load(e_ptr + offs_n[:, None].to(tl.int64) * stride_e + offs_d[None, :],
+                    mask=n_ok[:, None] & d_ok[None, :], other=0.0)
+        scores = _mm(q, tl.trans(e), tl.zeros((BLOCK_M, BLOCK_N), tl.float32), BF16, EMULATE)
+        scores = tl.where(n_ok[None, :], scores, float("-inf"))
+        block_max = tl.max(scores, axis=1)
+        # the first column reaching the block's max; a later block must beat it strictly: ties -> lowest id
+        block_arg = tl.min(tl.where(scores == block_max[:, None], offs_n[None, :], 2147483647), axis=1)
+        top = tl.where(block_max > running_max, block_arg, top)
+        new_max = tl.maximum(running_max, block_max)
+        rescale = tl.exp(running_max - new_max)
+        weights = tl.exp(scores - new_max[:, None])
+        running_sum = running_sum * rescale + tl.sum(weights, axis=1)
+        if WITH_READ:
+            running_read = _mm(weights, e, running_read * rescale[:, None], BF16, EMULATE)
+        running_max = new_max
+    part = pid_c * M + offs_m
+    tl.store(max_ptr + part, running_max, mask=m_ok)
+    tl.store(sum_ptr + part, running_sum, mask=m_ok)
+    tl.store(top_ptr + part, top.to(tl.int64) + row_start, mask=m_ok)
+    if WITH_READ:
+        tl.store(read_ptr + part[:, None].to(tl.int64) * D + offs_d[None, :], running_read,
+                 mask=m_ok[:, None] & d_ok[None, :])
+
+
+@triton.jit
+def _grad_scores(q, g_r, e, lse, shift, g_t, target, offs_n, WITH_READ: tl.constexpr, BF16: tl.constexpr,
+                 EMULATE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """P = exp(q e^T - lse) and dS = P (shift + g_r e^T) (with the read; shift = g_l - g_r . read)
+    or P shift (without; shift = g_l), plus g_t at each query's target column. [BLOCK_M, BLOCK_N] each."""
+    zeros = tl.zeros((BLOCK_M, BLOCK_N), tl.float32)
+    probs = tl.exp(_mm(q, tl.trans(e), zeros, BF16, EMULATE) - lse[:, None])
+    if WITH_READ:
+        grad = probs * (_mm(g_r, tl.trans(e), zeros, BF16, EMULATE) + shift[:, None])
+    else:
+        grad = probs * shift[:, None]
+    grad += tl.where(target[:, None] == offs_n[None, :], g_t[:, None], 0.0)
+    return probs, grad
+
+
+@triton.jit
+def _backward_rows_kernel(q_ptr, gr_ptr, lse_ptr, shift_ptr, gt_ptr, target_ptr, e_ptr, grad_e_ptr,
+                          M, N, D, stride_q, stride_e, stride_ge,
+                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+                          WITH_READ: tl.constexpr, ACCUMULATE: tl.constexpr, BF16: tl.constexpr,
+                          EMULATE: tl.constexpr):
+    pid_n = tl.program_id(0)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, BLOCK_D)
+    n_ok = offs_n < N
+    d_ok = offs_d < D
+    e = tl.load(e_ptr + offs_n[:, None].to(tl.int64) * stride_e + offs_d[None, :],
+                mask=n_ok[:, None] & d_ok[None, :], other=0.0)
+    grad_e = tl.zeros((BLOCK_N, BLOCK_D), tl.float32)
+    for m0 in range(0, M, BLOCK_M):
+        offs_m = m0 + tl.arange(0, BLOCK_M)
+        m_ok = offs_m < M
+        qd_mask = m_ok[:, None] & d_ok[None, :]
+        q = tl.load(q_ptr + offs_m[:, None] * stride_q + offs_d[None, :], mask=qd_mask, other=0.0)
+        g_r = q
+        if WITH_READ:
+            g_r = tl.load(gr_ptr + offs_m[:, None] * stride_q + offs_d[None, :], mask=qd_mask, other=0.0)
+        lse = tl.load(lse_ptr + offs_m, mask=m_ok, other=float("inf"))  # padding queries: P = 0
+        shift = tl.load(shift_ptr + offs_m, mask=m_ok, other=0.0)
+        g_t = tl.load(gt_ptr + offs_m, mask=m_ok, other=0.0)
+        target = tl.load(target_ptr + offs_m, mask=m_ok, other=-1)
+        probs, grad = _grad_scores(q, g_r, e, lse, shift, g_t, target, offs_n, WITH_READ, BF16, EMULATE,
+                                   BLOCK_M, BLOCK_N)
+        grad_e = _mm(tl.trans(grad), q, grad_e, BF16, EMULATE)
+        if WITH_READ:
+            grad_e = _mm(tl.trans(probs), g_r, grad_e, BF16, EMULATE)
+    out = grad_e_ptr + offs_n[:, None].to(tl.int64) * stride_ge + offs_d[None, :]
+    nd_mask = n_ok[:, None] & d_ok[None, :]
+    if ACCUMULATE:
+        grad_e += tl.load(out, mask=nd_mask, other=0.0)
+    tl.store(out, grad_e, mask=nd_mask)
+
+
+@triton.jit
+def _backward_queries_kernel(q_ptr, gr_ptr, lse_ptr, shift_ptr, gt_ptr, target_ptr, e_ptr, grad_q_ptr,
+                             M, N, D, stride_q, stride_e, rows_per_chunk,
+                             BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+                             WITH_READ: tl.constexpr, BF16: tl.constexpr, EMULATE: tl.constexpr):
+    pid_m = tl.program_id(0)
+    pid_c = tl.program_id(1)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, BLOCK_D)
+    m_ok = offs_m < M
+    d_ok = offs_d < D
+    qd_mask = m_ok[:, None] & d_ok[None, :]
+    q = tl.load(q_ptr + offs_m[:, None] * stride_q + offs_d[None, :], mask=qd_mask, other=0.0)
+    g_r = q
+    if WITH_READ:
+        g_r = tl.load(gr_ptr + offs_m[:, None] * stride_q + offs_d[None, :], mask=qd_mask, other=0.0)
+    lse = tl.load(lse_ptr + offs_m, mask=m_ok, other=float("inf"))
+    shift = tl.load(shift_ptr + offs_m, mask=m_ok, other=0.0)
+    g_t = tl.load(gt_ptr + offs_m, mask=m_ok, other=0.0)
+    target = tl.load(target_ptr + offs_m, mask=m_ok, other=-1)
+    grad_q = tl.zeros((BLOCK_M, BLOCK_D), tl.float32)
+    n_begin = pid_c * rows_per_chunk
+    n_end = tl.minimum(n_begin + rows_per_chunk, N)
+    for n0 in range(n_begin, n_end, BLOCK_N):
+        offs_n = n0 + tl.arange(0, BLOCK_N)
+        n_ok = offs_n < n_end
+        e = tl.load(e_ptr + offs_n[:, None].to(tl.int64) * stride_e + offs_d[None, :],
+                    mask=n_ok[:, None] & d_ok[None, :], other=0.0)  # padding rows are 0: they add nothing
+        _, grad = _grad_scores(q, g_r, e, lse, shift, g_t, target, offs_n, WITH_READ, BF16, EMULATE,
+                               BLOCK_M, BLOCK_N)
+        grad_q = _mm(grad, e, grad_q, BF16, EMULATE)
+    part = pid_c * M + offs_m
+    tl.store(grad_q_ptr + part[:, None].to(tl.int64) * D + offs_d[None, :], grad_q, mask=qd_mask)
+
+
+# ---------------------------------------------------------------------------------------------- tiles
+
+# Per kernel: (BLOCK_M, BLOCK_N, num_warps, num_stages), tried in order; a config the GPU cannot hold
+# (Triton's OutOfResources: shared memory or registers) is dropped for the next. D=256 in bf16: a 64 x 256
+# tile is 32 KiB, so the first configs need ~100-180 KiB of shared memory (an H100 gives 227 KiB).
+TILES = {
+    "forward": [(64, 64, 8, 2), (64, 64, 4, 1), (32, 32, 4, 1)],
+    "rows": [(64, 64, 8, 2), (64, 64, 8, 1), (32, 32, 4, 1)],
+    "queries": [(64, 64, 8, 2), (64, 64, 4, 1), (32, 32, 4, 1)],
+}
+INTERPRET_TILES = (32, 64, 1, 1)  # small tiles: ragged edges in small tests, few interpreted steps
+PROGRAMS_PER_SM = 4  # split-N kernels: enough programs to fill the GPU, few partials to merge
+_working: dict[tuple, int] = {}  # (kernel, D, dtypes) -> index of the first config that compiled
+
+
+def _block_d(d: int) -> int:
+    return max(16, triton.next_power_of_2(d))
+
+
+def _target_programs(device: torch.device) -> int:
+    if device.type != "cuda":
+        return 16  # the interpreter: a few chunks, so that the merge of partials is exercised
+    return PROGRAMS_PER_SM * torch.cuda.get_device_properties(device).multi_processor_count
+
+
+def _rows_per_chunk(n: int, m_tiles: int, block_n: int, device: torch.device) -> tuple[int, int]:
+    """Split N into chunks (multiples of block_n) so that m_tiles x chunks ~ the target program count."""
+    chunks = max(1, min(triton.cdiv(n, block_n), _target_programs(device) // max(m_tiles, 1)))
+    rows = triton.cdiv(triton.cdiv(n, chunks), block_n) * block_n
+    return rows, triton.cdiv(n, rows)
+
+
+def _launch(kind: str, key: tuple, launch, tiles=None):
+    """Run ``launch(block_m, block_n, num_warps, num_stages)`` with the first config that fits the GPU."""
+    if tiles is not None:
+        return launch(*tiles)
+    if INTERPRET:
+        return launch(*INTERPRET_TILES)
+    configs = TILES[kind]
+    start = _working.get((kind,) + key, 0)
+    for i in range(start, len(configs)):
+        try:
+            out = launch(*configs[i])
+        except triton.runtime.errors.OutOfResources:
+            continue
+        _working[(kind,) + key] = i
+        return out
+    raise RuntimeError(f"no {kind} tile config fits this GPU for {key}: {configs}")
+
+
+def _operand(x: torch.Tensor) -> torch.Tensor:
+    """Queries and upstream gradients as the kernels read them: bf16 on a GPU (half the bytes; the
+    products round them anyway), float32 under the interpreter; contiguous rows."""
+    x = x.contiguous()
+    return x.to(torch.bfloat16) if (x.is_cuda and not INTERPRET) else x.float()
+
+
+def _table(rows: torch.Tensor) -> torch.Tensor:
+    if rows.stride(1) != 1:
+        rows = rows.contiguous()
+    if INTERPRET and rows.dtype not in (torch.float32,):
+        rows = rows.float()  # the interpreter reads bf16 correctly but cannot multiply it: same values
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------- the passes
+
+def forward_blocks(q_all: torch.Tensor, rows: torch.Tensor, row_start: int, block_size: int, with_read: bool,
+                   dtype: torch.dtype, *, products: str = "bf16", tiles=None):
+    """``_forward_blocks`` of trainer.entity_softmax on the GPU: (running max [M], sum of exp [M], read
+    [M, D] or [M, 0] relative to the max, first argmax [M] as global ids), float32. ``block_size`` is the
+    torch path's and unused here (the kernels have their own tiles)."""
+    del block_size
+    if dtype != torch.float32:
+        raise ValueError(f"the Triton entity softmax computes in float32, got {dtype}")
+    m, n, d = q_all.shape[0], rows.shape[0], rows.shape[1]
+    dev = q_all.device
+    if n == 0 or m == 0:  # a rank without rows: the torch path's neutral values
+        return (torch.full((m,), float("-inf"), device=dev), torch.zeros(m, device=dev),
+                torch.zeros(m, d if with_read else 0, device=dev), torch.zeros(m, dtype=torch.long, device=dev))
+    q, e = _operand(q_all), _table(rows)
+    bf16 = _products(products)
+
+    def launch(block_m, block_n, num_warps, num_stages):
+        m_tiles = triton.cdiv(m, block_m)
+        rows_per_chunk, chunks = _rows_per_chunk(n, m_tiles, block_n, dev)
+        part_max = torch.empty(chunks, m, device=dev)
+        part_sum = torch.empty(chunks, m, device=dev)
+        part_top = torch.empty(chunks, m, dtype=torch.long, device=dev)
+        part_read = torch.empty(chunks, m, d if with_read else 0, device=dev)
+        _forward_kernel[(m_tiles, chunks)](
+            q, e, part_max, part_sum, part_read, part_top, m, n, d, q.stride(0), e.stride(0), row_start,
+            rows_per_chunk, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=_block_d(d), WITH_READ=with_read,
+            BF16=bf16, EMULATE=INTERPRET, num_warps=num_warps, num_stages=num_stages)
+        return part_max, part_sum, part_read, part_top
+
+    key = (d, q.dtype, e.dtype, with_read, bf16)
+    part_max, part_sum, part_read, part_top = _launch("forward", key, launch, tiles)
+    running_max = part_max.max(dim=0).values
+    rescale = torch.exp(part_max - running_max)  # [chunks, M]
+    running_sum = (part_sum * rescale).sum(dim=0)
+    running_read = torch.einsum("cm,cmd->md", rescale, part_read) if with_read else part_read[0]
+    top1 = torch.where(part_max == running_max, part_top, torch.iinfo(torch.long).max).min(dim=0).values
+    return running_max, running_sum, running_read, top1
+
+
+def backward_blocks(q_all, rows, lse_all, g_l, g_t, local_targets, g_r, g_r_dot_read, block_size: int, grad_q,
+                    grad_rows, accumulate: bool, *, products: str = "bf16", tiles=None):
+    """``_backward_blocks`` of trainer.entity_softmax on the GPU: adds into grad_q [M, D] (float32); writes
+    grad_rows [N_r, D] (float32, contiguous; adds into it when ``accumulate``), if given."""
+    del block_size
+    m, n, d = q_all.shape[0], rows.shape[0], rows.shape[1]
+    if n == 0 or m == 0:
+        return
+    with_read = g_r is not None
+    bf16 = _products(products)
+    q, e = _operand(q_all), _table(rows)
+    gr = _operand(g_r) if with_read else q
+    shift = ((g_l - g_r_dot_read) if with_read else g_l).float().contiguous()
+    lse, g_t = lse_all.float().contiguous(), g_t.float().contiguous()
+    # a target outside this rank's rows matches no column
+    target = torch.where((local_targets >= 0) & (local_targets < n), local_targets, -1).to(torch.int32)
+    key = (d, q.dtype, e.dtype, with_read, bf16)
+    if grad_rows is not None:
+        if grad_rows.dtype != torch.float32 or grad_rows.stride(1) != 1:
+            raise ValueError("grad_rows must be a float32 tensor with contiguous rows")
+
+        def launch_rows(block_m, block_n, num_warps, num_stages):
+            _backward_rows_kernel[(triton.cdiv(n, block_n),)](
+                q, gr, lse, shift, g_t, target, e, grad_rows, m, n, d, q.stride(0), e.stride(0),
+                grad_rows.stride(0), BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=_block_d(d), WITH_READ=with_read,
+                ACCUMULATE=accumulate, BF16=bf16, EMULATE=INTERPRET, num_warps=num_warps, num_stages=num_stages)
+
+        _launch("rows", key, launch_rows, tiles)
+
+    def launch_queries(block_m, block_n, num_warps, num_stages):
+        m_tiles = triton.cdiv(m, block_m)
+        rows_per_chunk, chunks = _rows_per_chunk(n, m_tiles, block_n, q.device)
+        part = torch.empty(chunks, m, d, device=q.device)
+        _backward_queries_kernel[(m_tiles, chunks)](
+            q, gr, lse, shift, g_t, target, e, part, m, n, d, q.stride(0), e.stride(0), rows_per_chunk,
+            BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=_block_d(d), WITH_READ=with_read, BF16=bf16,
+            EMULATE=INTERPRET, num_warps=num_warps, num_stages=num_stages)
+        return part
+
+    grad_q.add_(_launch("queries", key, launch_queries, tiles).sum(dim=0))
+
+
+def _products(products: str) -> bool:
+    if products not in ("bf16", "fp32"):
+        raise ValueError(f"products must be 'bf16' or 'fp32', got {products!r}")
+    return products == "bf16"

@@ -318,7 +318,7 @@ def forward_blocks(q_all: torch.Tensor, rows: torch.Tensor, row_start: int, bloc
         part_max = torch.empty(chunks, m, device=dev)
         part_sum = torch.empty(chunks, m, device=dev)
         part_top = torch.empty(chunks, m, dtype=torch.long, device=dev)
-        part_read = torch.empty(chunks, m, d if with_read else 0, device=dev)
+        part_read = torch.empty(chunks, m, d, device=dev) if with_read else part_sum  # unused without the read
         _forward_kernel[(m_tiles, chunks)](
             q, e, part_max, part_sum, part_read, part_top, m, n, d, q.stride(0), e.stride(0), row_start,
             rows_per_chunk, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=_block_d(d), WITH_READ=with_read,
@@ -330,7 +330,7 @@ def forward_blocks(q_all: torch.Tensor, rows: torch.Tensor, row_start: int, bloc
     running_max = part_max.max(dim=0).values
     rescale = torch.exp(part_max - running_max)  # [chunks, M]
     running_sum = (part_sum * rescale).sum(dim=0)
-    running_read = torch.einsum("cm,cmd->md", rescale, part_read) if with_read else part_read[0]
+    running_read = torch.einsum("cm,cmd->md", rescale, part_read) if with_read else torch.zeros(m, 0, device=dev)
     top1 = torch.where(part_max == running_max, part_top, torch.iinfo(torch.long).max).min(dim=0).values
     return running_max, running_sum, running_read, top1
 

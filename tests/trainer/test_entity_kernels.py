@@ -9,6 +9,7 @@ realistic shape (benchmarks/gpu_check.sh).
 """
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -280,3 +281,18 @@ def test_gpu_kernel_passes_with_float32_products_equal_float64():
     assert _rel(k_grad_q, grad_q) < 1e-5
     assert _rel(k_grad_rows, grad_rows) < 1e-5
 
+
+def test_benchmark_runs_here(tmp_path):
+    """benchmarks/bench_entity_softmax.py at a tiny size: the blocked path on CPU (all variants on a GPU), JSON out."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        import bench_entity_softmax
+    finally:
+        sys.path.remove(str(REPO / "benchmarks"))
+    out = tmp_path / "bench.json"
+    bench_entity_softmax.main(["--mentions", "8", "--entities", "300", "--dim", "32", "--block_size", "128",
+                               "--repeat", "2", "--warmup", "1", "--json", str(out)])
+    summary = json.loads(out.read_text())
+    assert summary["results"]["blocked_fp32"]["ratio_to_blocked_fp32"] == 1.0
+    assert len(summary["results"]["blocked_fp32"]["times_ms"]) == 2
+    assert ("triton" in summary["results"]) == _CUDA

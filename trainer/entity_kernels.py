@@ -83,21 +83,28 @@ def _bf16_round(x, EMULATE: tl.constexpr):
 
 
 @triton.jit
-def _mm(a, b, acc, BF16: tl.constexpr, EMULATE: tl.constexpr):
-    """acc + a @ b with float32 accumulation; bf16 operands (tensor cores) or float32 ones (ieee)."""
+def _operand(x, BF16: tl.constexpr, EMULATE: tl.constexpr):
+    """x as a product operand: rounded to bf16 once (reused by every product it enters), or float32."""
     if BF16:
-        if EMULATE:
-            out = tl.dot(_bf16_round(a, EMULATE), _bf16_round(b, EMULATE), acc, input_precision="ieee")
-        else:
-            out = tl.dot(_bf16_round(a, EMULATE), _bf16_round(b, EMULATE), acc)
+        out = _bf16_round(x, EMULATE)
     else:
-        out = tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision="ieee")
+        out = x.to(tl.float32)
+    return out
+
+
+@triton.jit
+def _dot(a, b, acc, BF16: tl.constexpr, EMULATE: tl.constexpr):
+    """acc + a @ b, float32 accumulation, of ``_operand``s: tensor cores for bf16, ieee float32 otherwise."""
+    if BF16 and not EMULATE:
+        out = tl.dot(a, b, acc)
+    else:
+        out = tl.dot(a, b, acc, input_precision="ieee")
     return out
 
 
 @triton.jit
 def _forward_kernel(q_ptr, e_ptr, max_ptr, sum_ptr, read_ptr, top_ptr,
-                    M, N, D, stride_q, stride_e, row_start, rows_per_chunk,
+                    M, N, stride_q, stride_e, row_start, rows_per_chunk, D: tl.constexpr,
                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
                     WITH_READ: tl.constexpr, BF16: tl.constexpr, EMULATE: tl.constexpr):
     pid_m = tl.program_id(0)
@@ -106,8 +113,9 @@ def _forward_kernel(q_ptr, e_ptr, max_ptr, sum_ptr, read_ptr, top_ptr,
     offs_d = tl.arange(0, BLOCK_D)
     m_ok = offs_m < M
     d_ok = offs_d < D
-    q = tl.load(q_ptr + offs_m[:, None].to(tl.int64) * stride_q + offs_d[None, :],
-                mask=m_ok[:, None] & d_ok[None, :], other=0.0)
+    q = _operand(tl.load(q_ptr + offs_m[:, None] * stride_q + offs_d[None, :],
+                         mask=m_ok[:, None] & d_ok[None, :], other=0.0), BF16, EMULATE)
+    rel_n = tl.arange(0, BLOCK_N)
     running_max = tl.full((BLOCK_M,), float("-inf"), tl.float32)
     running_sum = tl.zeros((BLOCK_M,), tl.float32)
     running_read = tl.zeros((BLOCK_M, BLOCK_D), tl.float32)
@@ -115,11 +123,12 @@ def _forward_kernel(q_ptr, e_ptr, max_ptr, sum_ptr, read_ptr, top_ptr,
     n_begin = pid_c * rows_per_chunk
     n_end = tl.minimum(n_begin + rows_per_chunk, N)
     for n0 in range(n_begin, n_end, BLOCK_N):
-        offs_n = n0 + tl.arange(0, BLOCK_N)
+        offs_n = n0 + rel_n
         n_ok = offs_n < n_end
-        e = tl.load(e_ptr + offs_n[:, None].to(tl.int64) * stride_e + offs_d[None, :],
-                    mask=n_ok[:, None] & d_ok[None, :], other=0.0)
-        scores = _mm(q, tl.trans(e), tl.zeros((BLOCK_M, BLOCK_N), tl.float32), BF16, EMULATE)
+        rows = e_ptr + tl.cast(n0, tl.int64) * stride_e  # 64-bit only in the tile's base: N x D may pass 2^31
+        e = _operand(tl.load(rows + rel_n[:, None] * stride_e + offs_d[None, :],
+                             mask=n_ok[:, None] & d_ok[None, :], other=0.0), BF16, EMULATE)
+        scores = _dot(q, tl.trans(e), tl.zeros((BLOCK_M, BLOCK_N), tl.float32), BF16, EMULATE)
         scores = tl.where(n_ok[None, :], scores, float("-inf"))
         block_max = tl.max(scores, axis=1)
         # the first column reaching the block's max; a later block must beat it strictly: ties -> lowest id
@@ -130,7 +139,7 @@ def _forward_kernel(q_ptr, e_ptr, max_ptr, sum_ptr, read_ptr, top_ptr,
         weights = tl.exp(scores - new_max[:, None])
         running_sum = running_sum * rescale + tl.sum(weights, axis=1)
         if WITH_READ:
-            running_read = _mm(weights, e, running_read * rescale[:, None], BF16, EMULATE)
+            running_read = _dot(_operand(weights, BF16, EMULATE), e, running_read * rescale[:, None], BF16, EMULATE)
         running_max = new_max
     part = pid_c * M + offs_m
     tl.store(max_ptr + part, running_max, mask=m_ok)
@@ -142,52 +151,46 @@ def _forward_kernel(q_ptr, e_ptr, max_ptr, sum_ptr, read_ptr, top_ptr,
 
 
 @triton.jit
-def _grad_scores(q, g_r, e, lse, shift, g_t, target, offs_n, WITH_READ: tl.constexpr, BF16: tl.constexpr,
-                 EMULATE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    """P = exp(q e^T - lse) and dS = P (shift + g_r e^T) (with the read; shift = g_l - g_r . read)
-    or P shift (without; shift = g_l), plus g_t at each query's target column. [BLOCK_M, BLOCK_N] each."""
-    zeros = tl.zeros((BLOCK_M, BLOCK_N), tl.float32)
-    probs = tl.exp(_mm(q, tl.trans(e), zeros, BF16, EMULATE) - lse[:, None])
-    if WITH_READ:
-        grad = probs * (_mm(g_r, tl.trans(e), zeros, BF16, EMULATE) + shift[:, None])
-    else:
-        grad = probs * shift[:, None]
-    grad += tl.where(target[:, None] == offs_n[None, :], g_t[:, None], 0.0)
-    return probs, grad
-
-
-@triton.jit
 def _backward_rows_kernel(q_ptr, gr_ptr, lse_ptr, shift_ptr, gt_ptr, target_ptr, e_ptr, grad_e_ptr,
-                          M, N, D, stride_q, stride_e, stride_ge,
+                          M, N, stride_q, stride_e, stride_ge, D: tl.constexpr,
                           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
                           WITH_READ: tl.constexpr, ACCUMULATE: tl.constexpr, BF16: tl.constexpr,
                           EMULATE: tl.constexpr):
+    """Transposed ([rows, queries]) scores, so that P^T and dS^T come out of the products in the layout
+    the gradient's products take them (as FlashAttention's dK/dV loop): no transpose of a register tile."""
     pid_n = tl.program_id(0)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, BLOCK_D)
     n_ok = offs_n < N
     d_ok = offs_d < D
-    e = tl.load(e_ptr + offs_n[:, None].to(tl.int64) * stride_e + offs_d[None, :],
-                mask=n_ok[:, None] & d_ok[None, :], other=0.0)
+    rel_n = tl.arange(0, BLOCK_N)
+    rows = e_ptr + (pid_n * BLOCK_N).to(tl.int64) * stride_e
+    e = _operand(tl.load(rows + rel_n[:, None] * stride_e + offs_d[None, :],
+                         mask=n_ok[:, None] & d_ok[None, :], other=0.0), BF16, EMULATE)
     grad_e = tl.zeros((BLOCK_N, BLOCK_D), tl.float32)
+    zeros = tl.zeros((BLOCK_N, BLOCK_M), tl.float32)
     for m0 in range(0, M, BLOCK_M):
         offs_m = m0 + tl.arange(0, BLOCK_M)
         m_ok = offs_m < M
         qd_mask = m_ok[:, None] & d_ok[None, :]
-        q = tl.load(q_ptr + offs_m[:, None] * stride_q + offs_d[None, :], mask=qd_mask, other=0.0)
-        g_r = q
-        if WITH_READ:
-            g_r = tl.load(gr_ptr + offs_m[:, None] * stride_q + offs_d[None, :], mask=qd_mask, other=0.0)
+        q = _operand(tl.load(q_ptr + offs_m[:, None] * stride_q + offs_d[None, :], mask=qd_mask, other=0.0),
+                     BF16, EMULATE)
         lse = tl.load(lse_ptr + offs_m, mask=m_ok, other=float("inf"))  # padding queries: P = 0
         shift = tl.load(shift_ptr + offs_m, mask=m_ok, other=0.0)
         g_t = tl.load(gt_ptr + offs_m, mask=m_ok, other=0.0)
         target = tl.load(target_ptr + offs_m, mask=m_ok, other=-1)
-        probs, grad = _grad_scores(q, g_r, e, lse, shift, g_t, target, offs_n, WITH_READ, BF16, EMULATE,
-                                   BLOCK_M, BLOCK_N)
-        grad_e = _mm(tl.trans(grad), q, grad_e, BF16, EMULATE)
+        probs_t = tl.exp(_dot(e, tl.trans(q), zeros, BF16, EMULATE) - lse[None, :])  # [BLOCK_N, BLOCK_M]
         if WITH_READ:
-            grad_e = _mm(tl.trans(probs), g_r, grad_e, BF16, EMULATE)
-    out = grad_e_ptr + offs_n[:, None].to(tl.int64) * stride_ge + offs_d[None, :]
+            g_r = _operand(tl.load(gr_ptr + offs_m[:, None] * stride_q + offs_d[None, :], mask=qd_mask, other=0.0),
+                           BF16, EMULATE)
+            grad_t = probs_t * (_dot(e, tl.trans(g_r), zeros, BF16, EMULATE) + shift[None, :])
+        else:
+            grad_t = probs_t * shift[None, :]
+        grad_t += tl.where(offs_n[:, None] == target[None, :], g_t[None, :], 0.0)
+        grad_e = _dot(_operand(grad_t, BF16, EMULATE), q, grad_e, BF16, EMULATE)
+        if WITH_READ:
+            grad_e = _dot(_operand(probs_t, BF16, EMULATE), g_r, grad_e, BF16, EMULATE)
+    out = grad_e_ptr + (pid_n * BLOCK_N).to(tl.int64) * stride_ge + rel_n[:, None] * stride_ge + offs_d[None, :]
     nd_mask = n_ok[:, None] & d_ok[None, :]
     if ACCUMULATE:
         grad_e += tl.load(out, mask=nd_mask, other=0.0)
@@ -196,7 +199,7 @@ def _backward_rows_kernel(q_ptr, gr_ptr, lse_ptr, shift_ptr, gt_ptr, target_ptr,
 
 @triton.jit
 def _backward_queries_kernel(q_ptr, gr_ptr, lse_ptr, shift_ptr, gt_ptr, target_ptr, e_ptr, grad_q_ptr,
-                             M, N, D, stride_q, stride_e, rows_per_chunk,
+                             M, N, stride_q, stride_e, rows_per_chunk, D: tl.constexpr,
                              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
                              WITH_READ: tl.constexpr, BF16: tl.constexpr, EMULATE: tl.constexpr):
     pid_m = tl.program_id(0)
@@ -206,25 +209,34 @@ def _backward_queries_kernel(q_ptr, gr_ptr, lse_ptr, shift_ptr, gt_ptr, target_p
     m_ok = offs_m < M
     d_ok = offs_d < D
     qd_mask = m_ok[:, None] & d_ok[None, :]
-    q = tl.load(q_ptr + offs_m[:, None] * stride_q + offs_d[None, :], mask=qd_mask, other=0.0)
+    q = _operand(tl.load(q_ptr + offs_m[:, None] * stride_q + offs_d[None, :], mask=qd_mask, other=0.0),
+                 BF16, EMULATE)
     g_r = q
     if WITH_READ:
-        g_r = tl.load(gr_ptr + offs_m[:, None] * stride_q + offs_d[None, :], mask=qd_mask, other=0.0)
+        g_r = _operand(tl.load(gr_ptr + offs_m[:, None] * stride_q + offs_d[None, :], mask=qd_mask, other=0.0),
+                       BF16, EMULATE)
     lse = tl.load(lse_ptr + offs_m, mask=m_ok, other=float("inf"))
     shift = tl.load(shift_ptr + offs_m, mask=m_ok, other=0.0)
     g_t = tl.load(gt_ptr + offs_m, mask=m_ok, other=0.0)
     target = tl.load(target_ptr + offs_m, mask=m_ok, other=-1)
     grad_q = tl.zeros((BLOCK_M, BLOCK_D), tl.float32)
+    zeros = tl.zeros((BLOCK_M, BLOCK_N), tl.float32)
     n_begin = pid_c * rows_per_chunk
     n_end = tl.minimum(n_begin + rows_per_chunk, N)
+    rel_n = tl.arange(0, BLOCK_N)
     for n0 in range(n_begin, n_end, BLOCK_N):
-        offs_n = n0 + tl.arange(0, BLOCK_N)
+        offs_n = n0 + rel_n
         n_ok = offs_n < n_end
-        e = tl.load(e_ptr + offs_n[:, None].to(tl.int64) * stride_e + offs_d[None, :],
-                    mask=n_ok[:, None] & d_ok[None, :], other=0.0)  # padding rows are 0: they add nothing
-        _, grad = _grad_scores(q, g_r, e, lse, shift, g_t, target, offs_n, WITH_READ, BF16, EMULATE,
-                               BLOCK_M, BLOCK_N)
-        grad_q = _mm(grad, e, grad_q, BF16, EMULATE)
+        rows = e_ptr + tl.cast(n0, tl.int64) * stride_e
+        e = _operand(tl.load(rows + rel_n[:, None] * stride_e + offs_d[None, :],
+                             mask=n_ok[:, None] & d_ok[None, :], other=0.0), BF16, EMULATE)  # padding rows: 0
+        probs = tl.exp(_dot(q, tl.trans(e), zeros, BF16, EMULATE) - lse[:, None])
+        if WITH_READ:
+            grad = probs * (_dot(g_r, tl.trans(e), zeros, BF16, EMULATE) + shift[:, None])
+        else:
+            grad = probs * shift[:, None]
+        grad += tl.where(target[:, None] == offs_n[None, :], g_t[:, None], 0.0)
+        grad_q = _dot(_operand(grad, BF16, EMULATE), e, grad_q, BF16, EMULATE)
     part = pid_c * M + offs_m
     tl.store(grad_q_ptr + part[:, None].to(tl.int64) * D + offs_d[None, :], grad_q, mask=qd_mask)
 
@@ -232,11 +244,14 @@ def _backward_queries_kernel(q_ptr, gr_ptr, lse_ptr, shift_ptr, gt_ptr, target_p
 # ---------------------------------------------------------------------------------------------- tiles
 
 # Per kernel: (BLOCK_M, BLOCK_N, num_warps, num_stages), tried in order; a config the GPU cannot hold
-# (Triton's OutOfResources: shared memory or registers) is dropped for the next. D=256 in bf16: a 64 x 256
-# tile is 32 KiB, so the first configs need ~100-180 KiB of shared memory (an H100 gives 227 KiB).
+# (Triton's OutOfResources, shared memory) is dropped for the next. D=256 in bf16: a 64 x 256 tile is
+# 32 KiB. Compiled for sm_90 (Triton 3.9, no GPU needed), the first configs take 64-100 KiB of shared
+# memory with a bf16 table and 100-165 KiB with a float32 one (an H100 gives 227 KiB); all use wgmma.
+# Chosen for few register spills at that compile, NOT from timings: benchmarks/bench_entity_softmax.py
+# --sweep times the candidates on a GPU.
 TILES = {
     "forward": [(64, 64, 8, 2), (64, 64, 4, 1), (32, 32, 4, 1)],
-    "rows": [(64, 64, 8, 2), (64, 64, 8, 1), (32, 32, 4, 1)],
+    "rows": [(32, 64, 8, 2), (64, 64, 8, 1), (32, 32, 4, 1)],
     "queries": [(64, 64, 8, 2), (64, 64, 4, 1), (32, 32, 4, 1)],
 }
 INTERPRET_TILES = (32, 64, 1, 1)  # small tiles: ragged edges in small tests, few interpreted steps
@@ -279,7 +294,7 @@ def _launch(kind: str, key: tuple, launch, tiles=None):
     raise RuntimeError(f"no {kind} tile config fits this GPU for {key}: {configs}")
 
 
-def _operand(x: torch.Tensor) -> torch.Tensor:
+def _kernel_input(x: torch.Tensor) -> torch.Tensor:
     """Queries and upstream gradients as the kernels read them: bf16 on a GPU (half the bytes; the
     products round them anyway), float32 under the interpreter; contiguous rows."""
     x = x.contiguous()
@@ -309,7 +324,7 @@ def forward_blocks(q_all: torch.Tensor, rows: torch.Tensor, row_start: int, bloc
     if n == 0 or m == 0:  # a rank without rows: the torch path's neutral values
         return (torch.full((m,), float("-inf"), device=dev), torch.zeros(m, device=dev),
                 torch.zeros(m, d if with_read else 0, device=dev), torch.zeros(m, dtype=torch.long, device=dev))
-    q, e = _operand(q_all), _table(rows)
+    q, e = _kernel_input(q_all), _table(rows)
     bf16 = _products(products)
 
     def launch(block_m, block_n, num_warps, num_stages):
@@ -320,8 +335,8 @@ def forward_blocks(q_all: torch.Tensor, rows: torch.Tensor, row_start: int, bloc
         part_top = torch.empty(chunks, m, dtype=torch.long, device=dev)
         part_read = torch.empty(chunks, m, d, device=dev) if with_read else part_sum  # unused without the read
         _forward_kernel[(m_tiles, chunks)](
-            q, e, part_max, part_sum, part_read, part_top, m, n, d, q.stride(0), e.stride(0), row_start,
-            rows_per_chunk, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=_block_d(d), WITH_READ=with_read,
+            q, e, part_max, part_sum, part_read, part_top, m, n, q.stride(0), e.stride(0), row_start,
+            rows_per_chunk, D=d, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=_block_d(d), WITH_READ=with_read,
             BF16=bf16, EMULATE=INTERPRET, num_warps=num_warps, num_stages=num_stages)
         return part_max, part_sum, part_read, part_top
 
@@ -345,8 +360,8 @@ def backward_blocks(q_all, rows, lse_all, g_l, g_t, local_targets, g_r, g_r_dot_
         return
     with_read = g_r is not None
     bf16 = _products(products)
-    q, e = _operand(q_all), _table(rows)
-    gr = _operand(g_r) if with_read else q
+    q, e = _kernel_input(q_all), _table(rows)
+    gr = _kernel_input(g_r) if with_read else q
     shift = ((g_l - g_r_dot_read) if with_read else g_l).float().contiguous()
     lse, g_t = lse_all.float().contiguous(), g_t.float().contiguous()
     # a target outside this rank's rows matches no column
@@ -358,8 +373,8 @@ def backward_blocks(q_all, rows, lse_all, g_l, g_t, local_targets, g_r, g_r_dot_
 
         def launch_rows(block_m, block_n, num_warps, num_stages):
             _backward_rows_kernel[(triton.cdiv(n, block_n),)](
-                q, gr, lse, shift, g_t, target, e, grad_rows, m, n, d, q.stride(0), e.stride(0),
-                grad_rows.stride(0), BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=_block_d(d), WITH_READ=with_read,
+                q, gr, lse, shift, g_t, target, e, grad_rows, m, n, q.stride(0), e.stride(0),
+                grad_rows.stride(0), D=d, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=_block_d(d), WITH_READ=with_read,
                 ACCUMULATE=accumulate, BF16=bf16, EMULATE=INTERPRET, num_warps=num_warps, num_stages=num_stages)
 
         _launch("rows", key, launch_rows, tiles)
@@ -369,7 +384,7 @@ def backward_blocks(q_all, rows, lse_all, g_l, g_t, local_targets, g_r, g_r_dot_
         rows_per_chunk, chunks = _rows_per_chunk(n, m_tiles, block_n, q.device)
         part = torch.empty(chunks, m, d, device=q.device)
         _backward_queries_kernel[(m_tiles, chunks)](
-            q, gr, lse, shift, g_t, target, e, part, m, n, d, q.stride(0), e.stride(0), rows_per_chunk,
+            q, gr, lse, shift, g_t, target, e, part, m, n, q.stride(0), e.stride(0), rows_per_chunk, D=d,
             BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=_block_d(d), WITH_READ=with_read, BF16=bf16,
             EMULATE=INTERPRET, num_warps=num_warps, num_stages=num_stages)
         return part

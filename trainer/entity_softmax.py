@@ -10,8 +10,9 @@ and the entity-linking loss is ``lse - s[target]``. With N = 1M entities a dense
 reads per step. ``EntitySoftmax`` does one pass over blocks of entities keeping a
 running max, a running sum of exp and a running exp-weighted sum of entity vectors
 (the online-softmax recurrence), and recomputes each block in the backward pass. Peak
-extra memory is M x block_size. Arithmetic is in float32 (or float64 when the inputs
-are) whatever the parameter dtype, so a bf16 table is safe.
+extra memory is M x block_size. The softmax is in float32 (or float64 when the inputs
+are) whatever the parameter dtype, so a bf16 table is safe; the products are float32 too
+in the blocked backend, bf16 with float32 accumulation in the Triton one (see the end).
 
 Gradients, with alpha = softmax(s), g_l = dL/dlse, g_r = dL/dread [M, D]:
 
@@ -34,6 +35,10 @@ Split by rows (``group`` given, k ranks; see trainer.memory): rank r holds rows
                reduce-scatter of the partial query gradients
 
 The table never moves: per read a rank sends and receives O(M x D) numbers, not N x D.
+The row gradient is that of the SUM of all ranks' losses. The top-k read takes each
+rank's local top-k of every query, all-gathers the candidates' scores and ids, merges
+them (identically on every rank) and reduce-scatters the weighted sums of the own rows.
+With no group every collective is skipped: one rank, the whole table.
 
 Two backends run the local pass over a rank's own rows (the collectives above are shared):
 
@@ -47,10 +52,6 @@ Two backends run the local pass over a rank's own rows (the collectives above ar
 
 ``kernel="auto"`` (the default) takes ``triton`` for CUDA tensors when Triton imports and the
 inputs qualify, else ``blocked``.
-The row gradient is that of the SUM of all ranks' losses. The top-k read takes each
-rank's local top-k of every query, all-gathers the candidates' scores and ids, merges
-them (identically on every rank) and reduce-scatters the weighted sums of the own rows.
-With no group every collective is skipped: one rank, the whole table.
 """
 from __future__ import annotations
 

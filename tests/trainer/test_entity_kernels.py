@@ -300,3 +300,23 @@ def test_benchmark_runs_here(tmp_path):
     assert summary["results"]["blocked_fp32"]["ratio_to_blocked_fp32"] == 1.0
     assert len(summary["results"]["blocked_fp32"]["times_ms"]) == 2
     assert ("triton" in summary["results"]) == _CUDA
+
+
+def test_model_memory_kernel_reaches_the_softmax():
+    """model.memory_kernel goes from the config through EntityMemory to the softmax: on CPU an explicit 'triton'
+    (outside the interpreter) refuses with the reason, 'auto' reads on the blocked path; a bad name is refused."""
+    from trainer.config import load_config
+    from trainer.model import EntityMemory
+
+    q, targets = torch.randn(5, 16), torch.tensor([0, 1, 2, 3, 39])
+    auto = EntityMemory(40, 16, 8, 0, kernel=load_config(None, ["--model.memory_kernel", "auto"]).model.memory_kernel)
+    torch.nn.init.normal_(auto.table)
+    read, lse, _, _ = auto(q, targets)
+    assert read.shape == (5, 16) and torch.isfinite(lse).all()
+    if not torch.cuda.is_available() and not entity_kernels.INTERPRET:
+        forced = EntityMemory(40, 16, 8, 0, kernel="triton")
+        torch.nn.init.normal_(forced.table)
+        with pytest.raises(ValueError, match="need CUDA"):
+            forced(q, targets)
+    with pytest.raises(SystemExit, match="memory_kernel"):
+        load_config(None, ["--model.memory_kernel", "flash"])

@@ -38,9 +38,11 @@ tile, a wrong rescale, a mask) are caught by the same kernels with ``products="f
 operands, ``input_precision="ieee"``, no tensor cores), which must match float64 to 1e-5.
 
 The float64 and the blocked torch path stay in ``trainer.entity_softmax``: they are exact. Under
-``TRITON_INTERPRET=1`` (read by Triton when this module is imported) the kernels run on CPU
-tensors through Triton's interpreter, which has no bfloat16 ``tl.dot``: there the bf16 operands
-are rounded to nearest in float32 (same values) and multiplied in float32.
+``TRITON_INTERPRET=1`` the kernels run on CPU tensors through Triton's interpreter, which has no
+bfloat16 ``tl.dot``: there the bf16 operands are rounded to nearest in float32 (same values) and
+multiplied in float32. Triton reads the variable when it decorates a kernel, its own library's at
+its first import included, so it must be set before anything imports triton (DeepSpeed does):
+the tests start a Python of their own for it.
 """
 from __future__ import annotations
 

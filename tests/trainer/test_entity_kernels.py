@@ -69,7 +69,7 @@ def _problem(m: int, n: int, d: int, seed: int, table_dtype=torch.float32, devic
     q = torch.randn(m, d, generator=g)
     table = (torch.randn(n, d, generator=g) * d ** -0.5).to(table_dtype)
     targets = torch.randint(0, n, (m,), generator=g)
-    edges = torch.tensor([0, 15, 16, 31, 32, 63, 64, n - 1])
+    edges = torch.tensor([0, 31, 32, 63, 64, 127, 128, n - 1])  # edges of the tiles of queries and of rows
     targets[:len(edges)] = edges[:m]
     w_lse, w_read, w_score = (torch.randn(m, generator=g), torch.randn(m, d, generator=g) * d ** -0.5,
                               torch.randn(m, generator=g))

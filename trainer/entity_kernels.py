@@ -278,8 +278,16 @@ def _rows_per_chunk(n: int, m_tiles: int, block_n: int, device: torch.device) ->
     return rows, triton.cdiv(n, rows)
 
 
-def _launch(kind: str, key: tuple, launch, tiles=None):
-    """Run ``launch(block_m, block_n, num_warps, num_stages)`` with the first config that fits the GPU."""
+def _launch(kind: str, key: tuple, launch, tiles, device: torch.device):
+    """Run ``launch(block_m, block_n, num_warps, num_stages)`` with the first config that fits the GPU,
+    on the tensors' GPU (Triton launches on the current device)."""
+    if device.type == "cuda":
+        with torch.cuda.device(device):
+            return _launch_here(kind, key, launch, tiles)
+    return _launch_here(kind, key, launch, tiles)
+
+
+def _launch_here(kind: str, key: tuple, launch, tiles):
     if tiles is not None:
         return launch(*tiles)
     if INTERPRET:
@@ -343,7 +351,7 @@ def forward_blocks(q_all: torch.Tensor, rows: torch.Tensor, row_start: int, bloc
         return part_max, part_sum, part_read, part_top
 
     key = (d, q.dtype, e.dtype, with_read, bf16)
-    part_max, part_sum, part_read, part_top = _launch("forward", key, launch, tiles)
+    part_max, part_sum, part_read, part_top = _launch("forward", key, launch, tiles, dev)
     running_max = part_max.max(dim=0).values
     rescale = torch.exp(part_max - running_max)  # [chunks, M]
     running_sum = (part_sum * rescale).sum(dim=0)
@@ -379,7 +387,7 @@ def backward_blocks(q_all, rows, lse_all, g_l, g_t, local_targets, g_r, g_r_dot_
                 grad_rows.stride(0), D=d, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=_block_d(d), WITH_READ=with_read,
                 ACCUMULATE=accumulate, BF16=bf16, EMULATE=INTERPRET, num_warps=num_warps, num_stages=num_stages)
 
-        _launch("rows", key, launch_rows, tiles)
+        _launch("rows", key, launch_rows, tiles, q.device)
 
     def launch_queries(block_m, block_n, num_warps, num_stages):
         m_tiles = triton.cdiv(m, block_m)
@@ -391,7 +399,7 @@ def backward_blocks(q_all, rows, lse_all, g_l, g_t, local_targets, g_r, g_r_dot_
             EMULATE=INTERPRET, num_warps=num_warps, num_stages=num_stages)
         return part
 
-    grad_q.add_(_launch("queries", key, launch_queries, tiles).sum(dim=0))
+    grad_q.add_(_launch("queries", key, launch_queries, tiles, q.device).sum(dim=0))
 
 
 def _products(products: str) -> bool:

@@ -10,8 +10,9 @@ and the entity-linking loss is ``lse - s[target]``. With N = 1M entities a dense
 reads per step. ``EntitySoftmax`` does one pass over blocks of entities keeping a
 running max, a running sum of exp and a running exp-weighted sum of entity vectors
 (the online-softmax recurrence), and recomputes each block in the backward pass. Peak
-extra memory is M x block_size. Arithmetic is in float32 (or float64 when the inputs
-are) whatever the parameter dtype, so a bf16 table is safe.
+extra memory is M x block_size. The softmax is in float32 (or float64 when the inputs
+are) whatever the parameter dtype, so a bf16 table is safe; the products are float32 too
+in the blocked backend, bf16 with float32 accumulation in the Triton one (see the end).
 
 Gradients, with alpha = softmax(s), g_l = dL/dlse, g_r = dL/dread [M, D]:
 
@@ -38,6 +39,19 @@ The row gradient is that of the SUM of all ranks' losses. The top-k read takes e
 rank's local top-k of every query, all-gathers the candidates' scores and ids, merges
 them (identically on every rank) and reduce-scatters the weighted sums of the own rows.
 With no group every collective is skipped: one rank, the whole table.
+
+Two backends run the local pass over a rank's own rows (the collectives above are shared):
+
+- ``blocked`` (``_forward_blocks`` / ``_backward_blocks``): torch matrix products over blocks of
+  ``block_size`` rows, in float32 (float64 when the inputs are) whatever the parameter dtype;
+  exact: it matches the dense computation to rounding (1e-5 in float32, 1e-13 in float64).
+- ``triton`` (``trainer.entity_kernels``): fused kernels on tensor cores, bfloat16 products with
+  float32 accumulation and a float32 softmax; within the relative tolerances listed there
+  (lse 5e-4, read and gradients 1e-2 against float64). CUDA only (or Triton's interpreter on CPU,
+  for tests), float32/bfloat16 inputs, entity_dim <= 256.
+
+``kernel="auto"`` (the default) takes ``triton`` for CUDA tensors when Triton imports and the
+inputs qualify, else ``blocked``.
 """
 from __future__ import annotations
 
@@ -126,6 +140,41 @@ def _all_gather(output, tensor, group=None):
 
 def _reduce_scatter(output, tensor, group=None):
     return (getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor)(output, tensor, group=group)
+
+
+KERNELS = ("auto", "triton", "blocked")
+
+
+def resolve_kernel(kernel: str, query: torch.Tensor, rows: torch.Tensor) -> str:
+    """'auto' | 'triton' | 'blocked' -> the backend that runs: 'triton' or 'blocked' (see the module docstring).
+
+    'auto' never imports Triton for CPU tensors (the blocked path is the CPU path); an explicit 'triton'
+    that cannot run raises, saying why."""
+    if kernel not in KERNELS:
+        raise ValueError(f"memory kernel must be one of {KERNELS}, got {kernel!r}")
+    if kernel == "blocked" or (kernel == "auto" and rows.device.type != "cuda"):
+        return "blocked"
+    try:
+        from trainer import entity_kernels
+    except ImportError as exc:
+        if kernel == "auto":
+            return "blocked"
+        raise RuntimeError(f"memory kernel 'triton' needs the triton package: {exc}") from exc
+    reason = entity_kernels.unsupported_reason(query, rows)
+    if reason is None:
+        return "triton"
+    if kernel == "auto":
+        return "blocked"
+    raise ValueError(f"memory kernel 'triton' cannot run here: {reason}")
+
+
+def _local_passes(kernel: str):
+    """(forward pass, backward pass) over this rank's rows for a resolved backend."""
+    if kernel == "triton":
+        from trainer import entity_kernels
+
+        return entity_kernels.forward_blocks, entity_kernels.backward_blocks
+    return _forward_blocks, _backward_blocks
 
 
 def _compute_dtype(*tensors: torch.Tensor) -> torch.dtype:
@@ -223,11 +272,12 @@ class EntitySoftmax(torch.autograd.Function):
     (lse [M_r], read [M_r, D] or [M_r, 0], top1 [M_r], target score [M_r]), over the whole N x D table.
 
     Targets are global entity ids. ``with_read=False`` (the linking head) skips the weighted sums.
+    ``kernel``: the resolved backend of the local pass, 'blocked' or 'triton' (``resolve_kernel``).
     """
 
     @staticmethod
     def forward(ctx, query, rows, targets, row_start: int, block_size: int, with_read: bool, group, counter,
-                accumulate_grad: bool):
+                accumulate_grad: bool, kernel: str = "blocked"):
         comm = _Comm(group, counter)
         dtype = _compute_dtype(query, rows)
         counts = comm.counts(query.shape[0], query.device)
@@ -241,8 +291,9 @@ class EntitySoftmax(torch.autograd.Function):
         t_all = comm.gather_rows(targets, counts)
         m_all, n_local = q_all.shape[0], rows.shape[0]
         dev = q_all.device
-        running_max, running_sum, running_read, top1 = _forward_blocks(q_all, rows, row_start, block_size,
-                                                                       with_read, dtype)
+        forward_pass, _ = _local_passes(kernel)
+        running_max, running_sum, running_read, top1 = forward_pass(q_all, rows, row_start, block_size, with_read,
+                                                                    dtype)
         # Combine across ranks: the global max, then sums rescaled to it.
         global_max = comm.all_reduce(running_max.clone(), dist.ReduceOp.MAX)
         rescale = torch.exp(running_max - global_max)  # 0 on a rank without rows
@@ -261,7 +312,7 @@ class EntitySoftmax(torch.autograd.Function):
         read = own_read / comm.own_slice(sums[0], counts)[:, None]
         ctx.save_for_backward(q_all, rows, t_all, lse_all, read)
         ctx.counts, ctx.row_start, ctx.block_size, ctx.with_read = counts, row_start, block_size, with_read
-        ctx.group, ctx.counter, ctx.query_dtype = group, counter, query.dtype
+        ctx.group, ctx.counter, ctx.query_dtype, ctx.kernel = group, counter, query.dtype, kernel
         # A leaf table in the compute dtype may take its gradient straight into .grad (no [N, D] temporary).
         ctx.accumulate_into = rows if accumulate_grad and rows.is_leaf and rows.dtype == dtype else None
         top1_own = comm.own_slice(top1, counts)
@@ -275,7 +326,7 @@ class EntitySoftmax(torch.autograd.Function):
             rows_shape, rows_dtype, query_dtype, device = ctx.shapes
             rows_grad = torch.zeros(rows_shape, dtype=rows_dtype, device=device) if ctx.needs_input_grad[1] else None
             return (torch.zeros(0, rows_shape[1], dtype=query_dtype, device=device), rows_grad,
-                    None, None, None, None, None, None, None)
+                    None, None, None, None, None, None, None, None)
         q_all, rows, t_all, lse_all, read = ctx.saved_tensors
         comm = _Comm(ctx.group, ctx.counter)
         dtype, counts, d = lse_all.dtype, ctx.counts, rows.shape[1]
@@ -305,16 +356,18 @@ class EntitySoftmax(torch.autograd.Function):
                 grad_rows, accumulate = leaf.grad, True
             else:
                 grad_rows = torch.empty(rows.shape, dtype=dtype, device=rows.device)
-        _backward_blocks(q_all, rows, lse_all, g_l, g_t, t_all - ctx.row_start, g_r if ctx.with_read else None,
-                         g_r_dot_read if ctx.with_read else None, ctx.block_size, grad_q, grad_rows, accumulate)
+        _, backward_pass = _local_passes(ctx.kernel)
+        backward_pass(q_all, rows, lse_all, g_l, g_t, t_all - ctx.row_start, g_r if ctx.with_read else None,
+                      g_r_dot_read if ctx.with_read else None, ctx.block_size, grad_q, grad_rows, accumulate)
         grad_query = comm.scatter_sum_rows(grad_q, counts)
         return (grad_query.to(ctx.query_dtype), grad_rows.to(rows.dtype) if need_rows and not accumulate else None,
-                None, None, None, None, None, None, None)
+                None, None, None, None, None, None, None, None)
 
 
 def blocked_entity_softmax(query: torch.Tensor, table: torch.Tensor, block_size: int = 65536,
                            targets: torch.Tensor | None = None, with_read: bool = True, *, row_start: int = 0,
-                           group=None, counter: CommCounter | None = None, accumulate_grad: bool = False):
+                           group=None, counter: CommCounter | None = None, accumulate_grad: bool = False,
+                           kernel: str = "auto"):
     """lse [M], read = softmax(q E^T) E [M, D] (float32/64; [M, 0] without read), top1 [M] (and the target
     score when targets are given); see the module docstring.
 
@@ -325,14 +378,17 @@ def blocked_entity_softmax(query: torch.Tensor, table: torch.Tensor, block_size:
     in the compute dtype; allocated once if None) block by block, and hands autograd no gradient for
     it. It saves an N x D temporary per read and autograd's sum of them, but bypasses hooks on the
     parameter: only for a table nothing else manages (the row-partitioned memory's own rows).
+
+    ``kernel``: 'auto', 'triton' or 'blocked', the backend of the local pass (module docstring).
     """
     if block_size < 1:
         raise ValueError("block_size must be >= 1")
+    kernel = resolve_kernel(kernel, query, table)
     given = targets is not None
     if not given:
         targets = torch.zeros(query.shape[0], dtype=torch.long, device=query.device)
     lse, read, top1, target_score = EntitySoftmax.apply(query, table, targets, row_start, block_size, with_read,
-                                                        group, counter, accumulate_grad)
+                                                        group, counter, accumulate_grad, kernel)
     return (lse, read, top1, target_score) if given else (lse, read, top1)
 
 

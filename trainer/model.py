@@ -96,7 +96,7 @@ class EntityMemory(nn.Module):
     """The entity table and the three kinds of read; every read goes through ``forward``."""
 
     def __init__(self, n_entities: int, entity_dim: int, block_size: int, inference_top_k: int,
-                 partition: str = "replicated"):
+                 partition: str = "replicated", kernel: str = "auto"):
         super().__init__()
         if partition not in PARTITIONS:
             raise ValueError(f"memory partition must be one of {PARTITIONS}, got {partition!r}")
@@ -106,6 +106,7 @@ class EntityMemory(nn.Module):
         self.__dict__["rows"] = None  # a plain attribute: not a submodule, so DeepSpeed never touches it
         self.block_size = block_size
         self.inference_top_k = inference_top_k
+        self.kernel = kernel  # backend of the softmax over the table (ModelConfig.memory_kernel)
 
     def attach_rows(self, rows: RowShardedMemory) -> None:
         if self.partition != "rows" or (rows.n_entities, rows.dim) != (self.n_entities, self.entity_dim):
@@ -130,7 +131,7 @@ class EntityMemory(nn.Module):
             own_grad = True  # nothing else manages the rows: the reads add into rows.weight.grad directly
         lse, read, top1, target_score = blocked_entity_softmax(query, table, self.block_size, targets,
                                                                need_read and not top_k_read, **split,
-                                                               accumulate_grad=own_grad)
+                                                               accumulate_grad=own_grad, kernel=self.kernel)
         if top_k_read:
             read, _, _ = topk_entity_read(query, table, self.inference_top_k, self.block_size,
                                           n_entities=self.n_entities, **split)
@@ -197,7 +198,7 @@ class EDMem(nn.Module):
         self.encoder = EDMemStack(bart, m, is_decoder=False)
         self.decoder = EDMemStack(bart, m, is_decoder=True)
         self.entity_memory = EntityMemory(spec.n_entities, m.entity_dim, m.entity_block_size, m.inference_top_k,
-                                          memory_partition)
+                                          memory_partition, m.memory_kernel)
         self.el_head = nn.Sequential(nn.LayerNorm(m.d_model), nn.Linear(m.d_model, m.entity_dim))
         self.reset_parameters()
 

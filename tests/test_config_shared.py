@@ -139,7 +139,7 @@ def test_trainer_help_config_and_the_jobs_help_come_from_one_parser(capsys):
     from trainer.config import help_text
 
     with pytest.raises(SystemExit) as exit_:
-        parse_config(WikiMentionsConfig, ["--help"], prog="wiki_mentions")
+        parse_config(WikiMentionsConfig, ["--help-config"], prog="wikiedm corpus")
     assert exit_.value.code == 0
     job_help = capsys.readouterr().out
     trainer_help = subprocess.run([sys.executable, "-m", "trainer.pretrain", "--help-config"], cwd=REPO,

@@ -136,8 +136,9 @@ def config_parser(prog: str = PROG, description: str = "") -> ConfigParser:
     add_launcher_flags(parser)  # --num_gpus N ...: start the ranks through DeepSpeed's launcher
     # The deepspeed launcher's conventions: a bare --deepspeed (DeepSpeed is always on here; with a value it
     # names the DeepSpeed JSON) and --local_rank (LOCAL_RANK is in the environment too).
-    parser.parser.add_argument("--deepspeed", nargs="?", const=IGNORED, dest="train.deepspeed_config", metavar="FILE.json",
-                               default=argparse.SUPPRESS, help="the same as --train.deepspeed_config; alone: ignored")
+    # Both are accepted and not listed: --deepspeed_config is the documented name.
+    parser.parser.add_argument("--deepspeed", nargs="?", const=IGNORED, dest="train.deepspeed_config",
+                               default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     parser.parser.add_argument("--local_rank", dest="_local_rank", help=argparse.SUPPRESS)
     return parser
 

@@ -114,7 +114,7 @@ TENSORBOARD_DIR = "tensorboard"  # RUN/tensorboard: `tensorboard --logdir RUN` (
 def report_sinks(report_to) -> list[str]:
     """train.report_to -> the sinks to write besides metrics.jsonl. 'auto': tensorboard when it imports, else none
     (a notice); a sink asked for by name that is not installed is an error, before any work starts."""
-    names = [str(n).strip().lower() for n in ([report_to] if isinstance(report_to, str) else report_to)]
+    names = _sink_names(report_to)
     unknown = sorted(set(names) - {*REPORT_SINKS, "auto", "none"})
     if unknown:
         raise SystemExit(f"train.report_to: unknown {', '.join(unknown)} (use tensorboard, wandb, none or auto)")
@@ -128,6 +128,10 @@ def report_sinks(report_to) -> list[str]:
                                  f"(pip install {name}, or --train.report_to none)")
             sinks.append(name)
     return sinks
+
+
+def _sink_names(report_to) -> list[str]:
+    return [str(n).strip().lower() for n in ([report_to] if isinstance(report_to, str) else report_to)]
 
 
 def _installed(sink: str) -> bool:
@@ -147,8 +151,7 @@ class MetricsLog:
         self.samples_path = run_dir / "samples.jsonl"
         self.run_dir, self.config = run_dir, config or {}
         self.sinks = report_sinks(report_to)
-        if enabled and any(str(n).lower() == "auto" for n in ([report_to] if isinstance(report_to, str) else report_to)) \
-                and not self.sinks:
+        if enabled and "auto" in _sink_names(report_to) and not self.sinks:
             print("[pretrain] metrics: metrics.jsonl and loss.png only (pip install tensorboard for event files)",
                   flush=True)
         self.tensorboard = self.wandb = None

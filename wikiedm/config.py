@@ -335,8 +335,7 @@ class ConfigParser:
 
     def add_bool(self, *flags: str, default: bool, help: str, **kwargs) -> argparse.Action:  # noqa: A002
         """A boolean flag of the job itself: ``--name true|false`` (alone: true)."""
-        return self.add_argument(*flags, type=bool_arg, nargs="?", const=True, default=default, metavar=BOOL_METAVAR,
-                                 help=help, **kwargs)
+        return add_bool(self, *flags, default=default, help=help, **kwargs)
 
     def format_help(self) -> str:
         """Every config key (``--help-config``)."""

@@ -54,7 +54,7 @@ def test_tensorboard_events_hold_every_metric_of_the_run(trainer_runs):
                 if k not in ("step", "split") and isinstance(v, (int, float)) and not isinstance(v, bool)}
     scalars = [((tag, e.step), e.value) for tag in events.Tags()["scalars"] for e in events.Scalars(tag)]
     got = dict(scalars)
-    assert len(got) == len(scalars), "a step the kill lost is in the events once: the rerun's (purge_step)"
+    assert len(got) == len(scalars), "each step once: for the steps the kill lost, what the rerun wrote"
     assert set(got) == set(expected)
     assert {"train/loss", "train/el_acc", "train/memory_comm_bytes", "validation/el_loss"} <= {t for t, _ in got}
     for key, value in expected.items():  # event files keep float32

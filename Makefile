@@ -27,24 +27,25 @@ $(STAMP): requirements.txt requirements-airflow.txt constraints.txt pyproject.to
 	touch $(STAMP)
 
 $(DEMO_DUMP): pipelines/sample_dump.py | $(STAMP)
-	$(PY) -m pipelines.sample_dump $(DEMO_DUMP)
+	$(VENV)/bin/wikiedm sample --output $(DEMO_DUMP)
 
 demo: demo-pipeline demo-train
 
 demo-pipeline: $(STAMP) $(DEMO_DUMP)
-	$(VENV)/bin/beam run pipelines/wiki_mentions.py --input $(DEMO_DUMP) --output $(DEMO_OUT) \
-		--num_shards 2 --validation_fraction 0.05 --runner=Direct
-	$(PY) -m pipelines.report $(DEMO_OUT)
+	$(VENV)/bin/wikiedm corpus --input $(DEMO_DUMP) --output $(DEMO_OUT) \
+		--num_shards 2 --validation_fraction 0.05 --runner Direct
+	$(VENV)/bin/wikiedm report --corpus $(DEMO_OUT)
 
 # A short run of the tiny config on 2 CPU ranks (DeepSpeed's CPU accelerator, gloo); one log line per step.
 # It trains on the first 64 passages, repeated, so that both losses visibly fall within the demo's minute
 # (one pass over the whole sample is too little for entity linking: docs/pretraining.md).
 demo-train: $(STAMP)
 	rm -rf $(DEMO_RUN)
-	OMP_NUM_THREADS=1 $(VENV)/bin/deepspeed --num_gpus 2 trainer/pretrain.py --config configs/pretrain/tiny.yaml \
-		--data $(DEMO_OUT) --output_dir $(DEMO_RUN) --max_steps 40 --data.overfit_passages 64 --train.log_every 2
-	@echo "losses: $(DEMO_RUN)/metrics.jsonl  plot: $(DEMO_RUN)/loss.png. The demo overfits 64 passages on purpose, to" \
-		"show the losses falling: validation EL accuracy stays 0 (held-out learning: docs/ablation.md)"
+	OMP_NUM_THREADS=1 $(VENV)/bin/wikiedm pretrain --num_gpus 2 --config configs/pretrain/tiny.yaml \
+		--corpus $(DEMO_OUT) --output $(DEMO_RUN) --max_steps 40 --data.overfit_passages 64 --train.log_every 2
+	@echo "losses: $(DEMO_RUN)/metrics.jsonl  plot: $(DEMO_RUN)/loss.png  TensorBoard: $(DEMO_RUN)/tensorboard." \
+		"The demo overfits 64 passages on purpose, to show the losses falling: validation EL accuracy stays 0" \
+		"(learning on held-out pages: docs/ablation.md)"
 
 # The suite on TEST_WORKERS processes (pytest-xdist): tests sharing a corpus job or the training runs stay on one
 # worker (work units: tests/conftest.py). `make test TEST_WORKERS=0` runs it in one process.

@@ -1,29 +1,30 @@
 """The linker's command line.
 
-    python -m linker.cli vocab    --corpus OUT --output vocab.txt [--size 8000]
-    python -m linker.cli index    --model DIR --corpus OUT [--kb blink:KB_DIR] [--index.kind hnsw] [--rebuild true]
-    python -m linker.cli link     --model DIR --corpus OUT --text "Who founded the Halmar Guild?"
-    python -m linker.cli link     --model DIR --corpus OUT --input data.jsonl [--text_field text] > linked.jsonl
-    python -m linker.cli link     --model MODELS --kb blink:MODELS --mentions test.jsonl [--fast] [--metrics m.json]
-    python -m linker.cli link     --model DIR --corpus OUT --interactive       (or: python -m linker.cli interactive ...)
-    python -m linker.cli train    --corpus OUT --output DIR [--config configs/linker/train_tiny.yaml]   (linker.train)
-    python -m linker.cli evaluate --model DIR --corpus OUT [--split validation]                         (linker.evaluate)
+    wikiedm linker-vocab    --corpus OUT --output vocab.txt [--size 8000]
+    wikiedm index-linker    --model DIR --corpus OUT [--kb blink:KB_DIR] [--index.kind hnsw] [--rebuild true]
+    wikiedm link-text       --model DIR --corpus OUT --text "Who founded the Halmar Guild?"
+    wikiedm link-text       --model DIR --corpus OUT --input data.jsonl [--text_field text] --output linked.jsonl
+    wikiedm link-text       --model MODELS --kb blink:MODELS --mentions test.jsonl [--fast true] [--metrics m.json]
+    wikiedm interactive     --model DIR --corpus OUT                   (= wikiedm link-text ... --interactive true)
+    wikiedm train-linker    --corpus OUT --output DIR [--config configs/linker/train_tiny.yaml]   (linker.train)
+    wikiedm evaluate-linker --model DIR --corpus OUT [--split validation]                         (linker.evaluate)
 
-``index`` prepares, once, everything ``link`` and the Beam jobs read: the
+``python -m linker.cli vocab|index|link|interactive|train|evaluate ...`` runs the same commands.
+``index-linker`` prepares, once, everything ``link-text`` and the Beam jobs read: the
 knowledge base (the corpus's entities, or BLINK's ``entity.jsonl`` +
 ``all_entities_large.t7`` with ``--kb blink:DIR``), the entity encodings and
 search index, the alias candidate index and the combination of model and
-alias prior fitted on the corpus's validation hyperlinks. ``link`` is for a
+alias prior fitted on the corpus's validation hyperlinks. ``link-text`` is for a
 handful of texts or a file of BLINK mention records (``--mentions``, BLINK's
 ``--test_mentions``: ``context_left``, ``mention``, ``context_right``,
 optional ``label_id``/``label_title``): it writes each mention's bi-encoder
-top-k (and cross-encoder re-ranking; not with ``--fast``) with raw scores, as
+top-k (and cross-encoder re-ranking; not with ``--fast true``) with raw scores, as
 BLINK's ``main_dense`` reports them, plus the linker's choice, and BLINK's
-accuracy and recall@k when labels are given. ``--interactive`` reads lines of
-text from the terminal and prints the linked mentions. ``beam run
-pipelines/link_mentions.py`` links data sets. Every LinkerConfig option
-(``--top_k``, ``--crossencoder``, ``--threshold``, ``--detector.language``,
-``--index.kind``, ...) is accepted; ``--config FILE.yaml`` sets many at once.
+accuracy and recall@k when labels are given. ``--interactive true`` reads lines of
+text from the terminal and prints the linked mentions. ``wikiedm link`` (a Beam
+job) links data sets. Every LinkerConfig option (``--top_k``, ``--crossencoder``,
+``--threshold``, ``--detector.language``, ``--index.kind``, ...) is accepted;
+``--config FILE.yaml`` sets many at once; ``--help-config`` lists them all.
 """
 from __future__ import annotations
 
@@ -33,9 +34,11 @@ import logging
 import os
 import sys
 
-from wikiedm.config import parse_bool, parse_config
+from wikiedm.config import ConfigParser, command_parser, parse_bool
 
 BARE_FLAGS = ("--fast", "--interactive", "--rebuild")  # BLINK's switches, accepted without a value
+# The keys every linker command's --help shows (--help-config: all of them).
+COMMON = ("model", "corpus", "kb", "vocab", "encodings", "top_k", "crossencoder", "fast", "threshold", "device")
 
 
 def expand_bare_flags(argv: list[str]) -> list[str]:
@@ -50,21 +53,24 @@ def expand_bare_flags(argv: list[str]) -> list[str]:
     return out
 
 
-def _split_extra(argv: list[str], extra: argparse.ArgumentParser):
-    known, rest = extra.parse_known_args(expand_bare_flags(argv))
-    return known, rest
-
-
 def _true(text: str) -> bool:
     return parse_bool(text)  # the one boolean rule (wikiedm.config)
 
 
-def linker_config(argv: list[str], prog: str):
+def linker_parser(prog: str, description: str):
+    """The shared config parser over LinkerConfig, to which a command adds its own flags."""
     from linker.link import LinkerConfig
 
-    config, rest = parse_config(LinkerConfig, argv, prog=prog, description="BLINK entity linker")
+    return ConfigParser(LinkerConfig, prog=prog, description=description, common=COMMON, pass_unknown=False)
+
+
+def linker_config(parser, argv: list[str]):
+    """(the validated LinkerConfig, the command's own flags) from ``argv``; anything else is an error."""
+    config, extras, rest = parser.parse_with_extras(expand_bare_flags(argv))
+    if rest:
+        raise ValueError(f"unknown option(s): {' '.join(rest)}")
     config.validate()
-    return config, rest
+    return config, extras
 
 
 def cmd_vocab(argv: list[str]) -> int:
@@ -72,10 +78,10 @@ def cmd_vocab(argv: list[str]) -> int:
     from linker.corpus_data import iter_examples
     from linker.wordpiece import build_vocab
 
-    parser = argparse.ArgumentParser(prog="linker.cli vocab", description="build a WordPiece vocab.txt from a corpus")
-    parser.add_argument("--corpus", required=True)
-    parser.add_argument("--output", required=True, help="vocab.txt to write")
-    parser.add_argument("--size", type=int, default=8000)
+    parser = command_parser("wikiedm linker-vocab", "build a WordPiece vocab.txt from a corpus's entities and contexts")
+    parser.add_argument("--corpus", required=True, metavar="DIR", help="corpus output folder (OUT) the vocabulary is built from")
+    parser.add_argument("--output", required=True, metavar="FILE", help="vocab.txt to write")
+    parser.add_argument("--size", type=int, default=8000, help="word pieces in the vocabulary")
     parser.add_argument("--max_mentions", type=int, default=200_000, help="training contexts read for the vocabulary")
     args = parser.parse_args(argv)
     catalogue = read_catalogue(args.corpus)
@@ -90,13 +96,11 @@ def cmd_index(argv: list[str]) -> int:
     from linker.index import choose_kind
     from linker.link import Linker
 
-    extra = argparse.ArgumentParser(add_help=False)
-    extra.add_argument("--rebuild", default="false", help="rebuild everything even when up to date")
-    known, rest = _split_extra(argv, extra)
-    config, rest = linker_config(rest, "linker.cli index")
-    if rest:
-        raise ValueError(f"unknown option(s): {' '.join(rest)}")
-    linker = Linker(config, build_encodings=True, rebuild=_true(known.rebuild))
+    parser = linker_parser("wikiedm index-linker", "prepare a linker folder once: the knowledge base, the entity "
+                           "encodings and index, the alias candidate index, the fitted combination")
+    parser.add_bool("--rebuild", default=False, help="rebuild everything even when up to date")
+    config, known = linker_config(parser, argv)
+    linker = Linker(config, build_encodings=True, rebuild=known.rebuild)
     kb = linker.kb
     print(json.dumps({
         "encodings": linker.folder, "kb": kb.kind, "entities": len(kb), "dim": int(linker.encodings.shape[1]),
@@ -174,26 +178,25 @@ def interactive(linker, stdin=None, out=None) -> int:
             out.flush()
 
 
-def cmd_link(argv: list[str]) -> int:
+def cmd_link(argv: list[str], prog: str = "wikiedm link-text") -> int:
     from linker.link import Linker
 
-    extra = argparse.ArgumentParser(add_help=False)
-    extra.add_argument("--text", action="append", default=[], help="a text to link (repeatable)")
-    extra.add_argument("--input", default="", help="JSONL file of records with a text")
-    extra.add_argument("--text_field", default="text", help="field of a record holding its text")
-    extra.add_argument("--mentions", "--test_mentions", dest="mentions", default="",
-                       help="JSONL file of BLINK mention records (context_left, mention, context_right[, label_id])")
-    extra.add_argument("--metrics", default="", help="with --mentions: write BLINK's metrics to this JSON file")
-    extra.add_argument("--interactive", default="false", help="read lines of text from stdin, print the linked mentions")
-    extra.add_argument("--output", default="", help="write the JSONL output here instead of stdout")
-    known, rest = _split_extra(argv, extra)
-    config, rest = linker_config(rest, "linker.cli link")
-    if rest:
-        raise ValueError(f"unknown option(s): {' '.join(rest)}")
-    if not (known.text or known.input or known.mentions or _true(known.interactive)):
-        raise ValueError("give --text, --input, --mentions or --interactive")
+    parser = linker_parser(prog, "link the mentions of texts, of JSONL records or of BLINK mention records; or, with "
+                                 "--interactive true, of lines typed on the terminal")
+    parser.add_argument("--text", action="append", default=[], help="a text to link (repeatable)")
+    parser.add_argument("--input", default="", help="JSONL file of records with a text")
+    parser.add_argument("--text_field", default="text", help="field of a record holding its text")
+    parser.add_argument("--mentions", default="",
+                        help="JSONL file of BLINK mention records (context_left, mention, context_right[, label_id])")
+    parser.parser.add_argument("--test_mentions", dest="mentions", help=argparse.SUPPRESS)  # BLINK's name
+    parser.add_argument("--metrics", default="", help="with --mentions: write BLINK's metrics to this JSON file")
+    parser.add_bool("--interactive", default=False, help="read lines of text from stdin, print the linked mentions")
+    parser.add_argument("--output", default="", help="write the JSONL output here; '': standard output")
+    config, known = linker_config(parser, argv)
+    if not (known.text or known.input or known.mentions or known.interactive):
+        raise ValueError("give --text, --input, --mentions or --interactive true")
     linker = Linker(config)
-    if _true(known.interactive):
+    if known.interactive:
         return interactive(linker)
     out = open(known.output, "w", encoding="utf-8") if known.output else sys.stdout
     try:
@@ -214,7 +217,10 @@ def cmd_link(argv: list[str]) -> int:
 
 
 def cmd_interactive(argv: list[str]) -> int:
-    return cmd_link([*argv, "--interactive", "true"])
+    return cmd_link([*argv, "--interactive", "true"], prog="wikiedm interactive")
+
+
+SUBCOMMAND_NAMES = {"vocab": "linker-vocab", "index": "index-linker", "link": "link-text", "interactive": "interactive"}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -236,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return commands[argv[0]](argv[1:])
     except (ValueError, FileNotFoundError) as exc:
-        print(f"linker.cli {argv[0]}: error: {exc}", file=sys.stderr)
+        print(f"wikiedm {SUBCOMMAND_NAMES[argv[0]]}: error: {exc}", file=sys.stderr)
         return 2
 
 

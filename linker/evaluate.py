@@ -1,7 +1,7 @@
 """Accuracy@1 and recall@k of the linker on a corpus split, system by system, beside the alias prior.
 
-    python -m linker.evaluate --model DIR --corpus OUT [--split validation] [--limit 5000] [--json out.json]
-    python -m linker.cli evaluate ...        (the same; every linker option is accepted: --kb, --fast, ...)
+    wikiedm evaluate-linker --model DIR --corpus OUT [--split validation] [--limit 5000] [--output metrics.json]
+    python -m linker.evaluate ... / python -m linker.cli evaluate ...   (the same; every linker option is accepted)
 
 On the split's hyperlinks (the anchor text is the mention, its target the
 gold entity), four rankings are measured:
@@ -121,27 +121,25 @@ def evaluate_linker(linker, examples: Sequence[MentionExample], ks: Sequence[int
 
 
 def main(argv: list[str] | None = None) -> int:
+    from linker.cli import linker_config, linker_parser
     from linker.corpus_data import examples_with_fallback
-    from linker.link import Linker, LinkerConfig
-    from wikiedm.config import parse_config
+    from linker.link import Linker
 
-    extra = argparse.ArgumentParser(prog="linker.evaluate", add_help=False)
-    extra.add_argument("--split", default="validation", help="passages split: validation or train (train when validation has no hyperlink)")
-    extra.add_argument("--sources", default=HYPERLINK, help="comma-separated mention sources counted as gold")
-    extra.add_argument("--limit", type=int, default=0, help="mentions evaluated (0: all)")
-    extra.add_argument("--ks", default=",".join(map(str, DEFAULT_KS)), help="recall@k cut-offs")
-    extra.add_argument("--json", default="", help="also write the metrics to this file")
+    parser = linker_parser("wikiedm evaluate-linker", __doc__.splitlines()[0])
+    parser.add_argument("--split", default="validation",
+                        help="passages split: validation or train (train when validation has no hyperlink)")
+    parser.add_argument("--sources", default=HYPERLINK, help="comma-separated mention sources counted as gold")
+    parser.add_argument("--limit", type=int, default=0, help="mentions evaluated (0: all)")
+    parser.add_argument("--ks", default=",".join(map(str, DEFAULT_KS)), help="recall@k cut-offs")
+    parser.add_argument("--output", default="", help="also write the metrics (JSON) to this file")
+    parser.parser.add_argument("--json", dest="output", help=argparse.SUPPRESS)  # the old name of --output
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        args, rest = extra.parse_known_args(list(sys.argv[1:] if argv is None else argv))
-        config, rest = parse_config(LinkerConfig, rest, prog="linker.evaluate", description=__doc__.splitlines()[0])
-        if rest:
-            raise ValueError(f"unknown option(s): {' '.join(rest)}")
-        config.validate()
+        config, args = linker_config(parser, list(sys.argv[1:] if argv is None else argv))
         if not config.corpus:
             raise ValueError("--corpus is required: the mentions are its hyperlinks")
     except ValueError as exc:
-        print(f"linker.evaluate: error: {exc}", file=sys.stderr)
+        print(f"wikiedm evaluate-linker: error: {exc}", file=sys.stderr)
         return 2
     linker = Linker(config)
     split, examples = examples_with_fallback(config.corpus, args.split, "train", tuple(args.sources.split(",")),
@@ -150,8 +148,8 @@ def main(argv: list[str] | None = None) -> int:
     metrics.update(split=split, index=linker.index.kind, model=config.model, corpus=config.corpus, kb=config.kb or "corpus")
     text = json.dumps(metrics, indent=2)
     print(text)
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as fh:
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as fh:
             fh.write(text + "\n")
     return 0
 

@@ -46,6 +46,7 @@ from linker.combine import COMBINED, PRIOR, CandidateSet, Combiner, fit_combiner
 from linker.index import EncodingsMeta, EncodingsWriter, IndexConfig, load_encodings, open_index, read_meta
 from linker.inputs import ContextText, cross_ids
 from linker.mentions import DetectedSpan, DetectorConfig, MentionDetector
+from wikiedm.config import FALSE_WORDS, TRUE_WORDS
 from wikiedm.fields import option
 
 log = logging.getLogger(__name__)
@@ -67,8 +68,8 @@ class LinkerConfig:
     encodings: str = option("", "folder of everything prepared for the workers; '': MODEL/entity_encodings/<corpus fingerprint> (corpus KB), DIR/wikiedm/<corpus fingerprint> (BLINK KB)")
     top_k: int = option(10, "entities retrieved per mention by the bi-encoder (BLINK's top_k)")
     alias_candidates: int = option(5, "most linked alias-table entities added to the retrieved ones (0: none)")
-    crossencoder: str = option("auto", "re-rank with the model folder's cross-encoder: auto (when present), yes, no")
-    fast: bool = option(False, "bi-encoder only, as BLINK's --fast (same as --crossencoder no)")
+    crossencoder: str = option("auto", "re-rank with the model folder's cross-encoder: auto (when present), true, false")
+    fast: bool = option(False, "bi-encoder only, as BLINK's --fast (same as --crossencoder false)")
     rerank_top_k: int = option(10, "bi-encoder candidates the cross-encoder re-scores (with the alias candidates)")
     combiner: str = option("fitted", "final score: fitted (model + prior, weights fitted on the corpus's validation hyperlinks), default (unfitted weights), prior (alias prior, model when none), model (BLINK's ranking alone)")
     fit_mentions: int = option(2000, "validation hyperlinks the combination is fitted on (0: all)")
@@ -83,6 +84,13 @@ class LinkerConfig:
     index: IndexConfig = option(IndexConfig(), "candidate index")
     detector: DetectorConfig = option(DetectorConfig(), "mention detection")
 
+    def __post_init__(self) -> None:
+        # --crossencoder true|false (the one boolean rule; a YAML `no` too) is kept as yes|no, the form the
+        # linker, its configs and the jobs' recorded configs use
+        word = str(self.crossencoder).strip().lower()
+        if word != "auto" and (word in TRUE_WORDS or word in FALSE_WORDS):
+            self.crossencoder = "yes" if word in TRUE_WORDS else "no"
+
     def validate(self) -> None:
         from linker.kb import parse_kb_spec
 
@@ -92,9 +100,9 @@ class LinkerConfig:
         if not self.corpus and kind != "blink":
             raise ValueError("--corpus is required (a corpus output folder) unless --kb blink:DIR is given")
         if self.crossencoder not in ("auto", "yes", "no"):
-            raise ValueError("--crossencoder must be auto, yes or no")
+            raise ValueError(f"--crossencoder must be auto, true or false, got {self.crossencoder!r}")
         if self.fast and self.crossencoder == "yes":
-            raise ValueError("--fast and --crossencoder yes contradict each other")
+            raise ValueError("--fast true and --crossencoder true contradict each other")
         if self.top_k < 1:
             raise ValueError("--top_k must be >= 1")
         if self.combiner not in COMBINER_CHOICES:

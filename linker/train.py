@@ -1,7 +1,8 @@
 """Train BLINK's bi-encoder on a corpus's own hyperlinks, with in-batch negatives.
 
-    python -m linker.train --corpus OUT --output MODEL_DIR [--config configs/linker/train_tiny.yaml]
-    python -m linker.train --corpus OUT --output MODEL_DIR --init_model BLINK_DIR   # fine-tune BLINK's release
+    wikiedm train-linker --corpus OUT --output MODEL_DIR [--config configs/linker/train_tiny.yaml]
+    wikiedm train-linker --corpus OUT --output MODEL_DIR --init_model BLINK_DIR   # fine-tune BLINK's release
+    python -m linker.train ...                                                     (the same command line)
 
 Every hyperlink mention of the train split is a (context, entity) pair; the
 entity's candidate text is its title and description. A batch of B mentions
@@ -9,7 +10,7 @@ is scored against the distinct entities of the batch (B x E dot products) and
 trained with cross-entropy on the gold entity; a mention's gold entity
 appearing twice in the batch is one column, so it is never its own negative.
 The result is a model folder in BLINK's layout (``biencoder.bin`` +
-``biencoder.json`` + ``vocab.txt``) that ``linker.cli`` and the Beam jobs
+``biencoder.json`` + ``vocab.txt``) that ``wikiedm link-text`` and the Beam jobs
 load like BLINK's release. Validation metrics (see :mod:`linker.evaluate`)
 are logged every ``eval_every`` steps and written to ``OUTPUT/metrics.json``.
 """
@@ -257,13 +258,14 @@ def main(argv: list[str] | None = None) -> int:
 
     logging.basicConfig(level=os.environ.get("LOGLEVEL", "INFO"), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        config, rest = parse_config(TrainConfig, list(sys.argv[1:] if argv is None else argv), prog="linker.train",
-                                    description=__doc__.splitlines()[0])
+        config, rest = parse_config(TrainConfig, list(sys.argv[1:] if argv is None else argv),
+                                    prog="wikiedm train-linker", description=__doc__.splitlines()[0], pass_unknown=False,
+                                    common=("corpus", "output", "init_model", "max_steps", "batch_size", "lr", "device"))
         if rest:
             raise ValueError(f"unknown option(s): {' '.join(rest)}")
         config.validate()
     except ValueError as exc:
-        print(f"linker.train: error: {exc}", file=sys.stderr)
+        print(f"wikiedm train-linker: error: {exc}", file=sys.stderr)
         return 2
     final = train(config)
     print(json.dumps(final, indent=2))

@@ -1,7 +1,10 @@
-"""The ``beam`` command: run a Beam pipeline file or module with pipeline options.
+"""``wikiedm beam`` (also installed as ``beam``): run a Beam pipeline file or module with pipeline options.
 
-    beam run pipelines/wiki_mentions.py --input DUMP --output OUT --runner=Direct
-    beam run pipelines.wiki_mentions --runner=Dataflow --project=P --region=R ...
+    wikiedm beam run pipelines/wiki_mentions.py --input DUMP --output OUT --runner Direct
+    wikiedm beam run pipelines.wiki_mentions --runner Dataflow --project P --region R ...
+
+The project's own jobs have their subcommands (``wikiedm corpus``, ``wikiedm link``); this one
+runs any pipeline file or module.
 
 Apache Beam ships no such launcher. This one resolves the target (a ``.py``
 file or an importable module), checks the ``--runner`` name before any work
@@ -102,7 +105,7 @@ def run_target(target: str, args: list[str]) -> None:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(
-        prog="beam",
+        prog="wikiedm beam",
         description="Run an Apache Beam pipeline file or module with pipeline options.",
     )
     sub = parser.add_subparsers(dest="command", required=True)
@@ -122,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         run_target(target, rest)
     except CliError as exc:
-        print(f"beam: error: {exc}", file=sys.stderr)
+        print(f"wikiedm beam: error: {exc}", file=sys.stderr)
         return 2
     except SystemExit as exc:  # the pipeline's own exit status
         code = exc.code

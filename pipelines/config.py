@@ -1,7 +1,7 @@
 """The corpus job's configuration (the mechanism, shared with the linker and the trainer, is :mod:`wikiedm.config`).
 
-    python -m pipelines.wiki_mentions --config configs/pipeline/enwiki.yaml \
-        --input DUMP --output OUT --labels.min_prior 0.05 --runner=Direct
+    wikiedm corpus --config configs/pipeline/enwiki.yaml \
+        --input DUMP --output OUT --labels.min_prior 0.05 --runner Direct
 
 Precedence: defaults < YAML file (``--config``) < command-line flags. Nested
 dataclasses become dotted flags (``--labels.min_prior``). Arguments the

@@ -1,6 +1,7 @@
 """The dataset card of a corpus folder: ``OUT/README.md`` with Hugging Face YAML front matter.
 
-    python -m pipelines.dataset_card OUT        # (re)write OUT/README.md from OUT/manifest.json
+    wikiedm card --corpus OUT        # (re)write OUT/README.md from OUT/manifest.json
+    python -m pipelines.dataset_card ...   (the same command line)
 
 The front matter makes the folder loadable as it is with ``datasets.load_dataset(OUT)``
 (``configs`` -> ``data_files``: the passages' train and validation splits, and the entity
@@ -25,6 +26,7 @@ import yaml
 from schemas import PASSAGE_SCHEMA, SPECIAL_ENTITIES, passage_schema
 from schemas.corpus import MENTION_SOURCES
 from wikiedm import storage
+from wikiedm.config import command_parser
 
 CARD = "README.md"
 LICENSE = "cc-by-sa-4.0"  # Wikipedia's text is CC BY-SA; a derived corpus carries the same licence
@@ -315,14 +317,19 @@ def write_dataset_card(output: str, manifest: dict | None = None, *, dump_date: 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("output", help="corpus folder (local or gs://) with manifest.json")
+    parser = command_parser("wikiedm card", __doc__.splitlines()[0])
+    parser.add_argument("--corpus", default="", metavar="DIR", help="corpus folder (local or gs://) with manifest.json; the card is "
+                                                      "written there as README.md (required)")
     parser.add_argument("--dump_date", default="", help="YYYYMMDD, when the input's file name lacks it")
+    parser.add_argument("corpus_positional", nargs="?", default="", help=argparse.SUPPRESS)  # the old `card OUT`
     args = parser.parse_args(argv)
+    corpus = args.corpus or args.corpus_positional
+    if not corpus:
+        parser.error("--corpus is required")
     from wikiedm.validate import InvalidOutputError
 
     try:
-        print(write_dataset_card(args.output, dump_date=args.dump_date))
+        print(write_dataset_card(corpus, dump_date=args.dump_date))
     except InvalidOutputError as exc:
         print(f"dataset_card: {exc}", file=sys.stderr)
         return 1

@@ -1,7 +1,8 @@
 """Download a Wikipedia dump, its multistream index and dumpstatus.json, and verify their checksums.
 
-    python -m pipelines.fetch_dump --wiki enwiki --date 20240601 --dest gs://bucket/dumps/enwiki/20240601 \
+    wikiedm fetch --wiki enwiki --date 20240601 --output gs://bucket/dumps/enwiki/20240601 \
         [--mirror https://dumps.wikimedia.org]
+    python -m pipelines.fetch_dump ...   (the same command line)
 
 A Wikimedia mirror lays out one run of a wiki as ``{mirror}/{wiki}/{date}/``:
 ``dumpstatus.json`` there lists every job of the run with its status and its
@@ -18,7 +19,6 @@ was checked.
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import hashlib
 import json
@@ -34,6 +34,7 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from wikiedm import storage
+from wikiedm.config import add_hidden, command_parser
 
 log = logging.getLogger("fetch_dump")
 
@@ -283,14 +284,18 @@ def _with_sums_files(wanted: list[PublishedFile], mirror: str, wiki: str, date: 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = command_parser("wikiedm fetch", __doc__.splitlines()[0])
     parser.add_argument("--wiki", required=True, help="database name: enwiki, dewiki, simplewiki ...")
     parser.add_argument("--date", required=True, help="dump run date, YYYYMMDD")
-    parser.add_argument("--dest", required=True, help="folder to write to (local, gs://, s3://)")
-    parser.add_argument("--mirror", default=DEFAULT_MIRROR, help=f"mirror base URL (default {DEFAULT_MIRROR})")
+    parser.add_argument("--output", default="", metavar="DIR", help="folder to write to (local, gs://, s3://) (required)")
+    add_hidden(parser, "--dest", dest="output")  # the old name of --output
+    parser.add_argument("--mirror", default=DEFAULT_MIRROR, help="mirror base URL")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds without data before a retry")
     parser.add_argument("--retries", type=int, default=3, help="retries of a failed or corrupt download")
     args = parser.parse_args(argv)
+    if not args.output:
+        parser.error("--output is required")
+    args.dest = args.output
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         result = fetch_dump(args.wiki, args.date, args.dest, mirror=args.mirror, timeout=args.timeout,

@@ -1,8 +1,8 @@
 """The linking job: JSONL records with text -> the same records with BLINK entity mentions.
 
-    beam run pipelines/link_mentions.py --input data.jsonl --output OUT_LINKED --model DIR --corpus OUT \
-        [--text_field question] [--tokenizer gpt2-bpe] [--threshold 0.5] [--kb blink:DIR] [--fast true] [--runner=Direct]
-    python -m pipelines.link_mentions ...                                    # the same job
+    wikiedm link --input data.jsonl --output OUT_LINKED --model DIR --corpus OUT \
+        [--text_field question] [--tokenizer gpt2-bpe] [--threshold 0.5] [--kb blink:DIR] [--fast true] [--runner Direct]
+    python -m pipelines.link_mentions ... / beam run pipelines/link_mentions.py ...   (the same command line)
 
 Each input line is a JSON object; its text (``--text_field``) gets mention
 spans detected (spaCy tokenizer + the corpus's alias table, and NER when a
@@ -20,7 +20,7 @@ Outputs (``OUT_LINKED/``): ``linked-SSSSS-of-NNNNN.jsonl``, ``dead_letters-*.jso
 Everything the workers read (the knowledge base: the corpus's entities or
 BLINK's ``--kb blink:DIR``; the entity encodings and index; the alias
 candidate index; the fitted combination) is built (or reused) on the launching
-machine before the job starts (``python -m linker.cli index`` does the same
+machine before the job starts (``wikiedm index-linker`` does the same
 ahead of time); workers memory-map it, so model, corpus, KB and encodings
 folders must be readable by every worker (local runners, or a shared
 filesystem).
@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import apache_beam as beam
 from apache_beam.options.pipeline_options import StandardOptions
 
-from pipelines.launch import beam_options, configure_logging
+from pipelines.launch import beam_options, configure_logging, runner_help
 from pipelines.transforms.blink import LinkerConfig, LinkRecords, RecordOptions, prepare_linker
 from pipelines.transforms.stats import SumStats
 from wikiedm import storage
@@ -45,6 +45,9 @@ from wikiedm.config import parse_config
 from wikiedm.fields import option
 
 log = logging.getLogger("link_mentions")
+# The keys `wikiedm link --help` shows (--help-config: all of them).
+COMMON = ("input", "output", "model", "corpus", "kb", "text_field", "tokenizer", "threshold", "top_k", "fast",
+          "crossencoder", "num_shards")
 
 
 @dataclass
@@ -115,7 +118,8 @@ def run(argv: list[str] | None = None) -> int:
 
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        cfg, beam_args = parse_config(LinkMentionsConfig, argv, prog="link_mentions", description=__doc__.splitlines()[0])
+        cfg, beam_args = parse_config(LinkMentionsConfig, argv, prog="wikiedm link", description=__doc__.splitlines()[0],
+                                      common=COMMON, epilog=runner_help())
         cfg.validate()
         options = beam_options(beam_args)
         prepare_linker(cfg.linker_config())  # once, here: workers only memory-map it

@@ -1,6 +1,7 @@
 """Label-coverage report of a finished corpus run, as a picture.
 
-    python -m pipelines.report OUT [--png OUT/label_coverage.png]
+    wikiedm report --corpus OUT [--output OUT/label_coverage.png]
+    python -m pipelines.report ...      (the same command line)
 
 Three panels: mentions by source (hyperlinks vs the two heuristic labels),
 the share of passage tokens covered by mentions, per source, and the links
@@ -19,6 +20,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from schemas.corpus import MENTION_SOURCES
 from wikiedm import storage
+from wikiedm.config import add_hidden, command_parser
 
 SOURCES = MENTION_SOURCES
 
@@ -83,12 +85,17 @@ def plot(output: str, png: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("output", help="a finished corpus folder")
-    parser.add_argument("--png", default="", help="where to write the picture (default OUT/label_coverage.png)")
+    parser = command_parser("wikiedm report", __doc__.splitlines()[0])
+    parser.add_argument("--corpus", default="", metavar="DIR", help="a finished corpus folder (required)")
+    parser.add_argument("--output", default="", metavar="FILE.png", help="where to write the picture; '': CORPUS/label_coverage.png")
+    parser.add_argument("corpus_positional", nargs="?", default="", help=argparse.SUPPRESS)  # the old `report OUT`
+    add_hidden(parser, "--png", dest="output")  # the old name of --output
     args = parser.parse_args(argv)
-    png = args.png or storage.join(args.output, "label_coverage.png")
-    print(plot(args.output, png))
+    corpus = args.corpus or args.corpus_positional
+    if not corpus:
+        parser.error("--corpus is required")
+    png = args.output or storage.join(corpus, "label_coverage.png")
+    print(plot(corpus, png))
     return 0
 
 

@@ -1,6 +1,7 @@
 """Write the project's own sample dump: a small fictional wiki in MediaWiki XML.
 
-    python -m pipelines.sample_dump data/sample/samplewiki-pages-articles.xml.bz2
+    wikiedm sample --output data/sample/samplewiki-pages-articles.xml.bz2
+    python -m pipelines.sample_dump ...   (the same command line)
 
 The demo and the tests that must run without ../shared use it. It is made
 here, deterministically from a seed, so the repository carries no third-party
@@ -17,6 +18,8 @@ import bz2
 import random
 from dataclasses import dataclass
 from xml.sax.saxutils import escape, quoteattr
+
+from wikiedm.config import command_parser
 
 SITEINFO = """  <siteinfo>
     <sitename>Samplewiki</sitename>
@@ -225,14 +228,18 @@ def write_sample(path: str, **kwargs) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("path", help="where to write (…xml or …xml.bz2)")
+    parser = command_parser("wikiedm sample", __doc__.splitlines()[0])
+    parser.add_argument("--output", default="", metavar="FILE", help="the dump file to write (…xml or …xml.bz2) (required)")
     parser.add_argument("--per_kind", type=int, default=60, help="entities per kind (5 kinds)")
-    parser.add_argument("--paragraphs", type=int, default=4)
-    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--paragraphs", type=int, default=4, help="paragraphs of text per article")
+    parser.add_argument("--seed", type=int, default=7, help="seed of the generated names, links and text")
+    parser.add_argument("path", nargs="?", default="", help=argparse.SUPPRESS)  # the old `sample PATH`
     args = parser.parse_args(argv)
-    write_sample(args.path, n_per_kind=args.per_kind, n_paragraphs=args.paragraphs, seed=args.seed)
-    print(args.path)
+    path = args.output or args.path
+    if not path:
+        parser.error("--output is required")
+    write_sample(path, n_per_kind=args.per_kind, n_paragraphs=args.paragraphs, seed=args.seed)
+    print(path)
 
 
 if __name__ == "__main__":

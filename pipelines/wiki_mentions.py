@@ -1,7 +1,7 @@
 """The corpus job: a Wikipedia XML dump -> entity-annotated 128-token passages.
 
-    beam run pipelines/wiki_mentions.py --input DUMP --output OUT --runner=Direct
-    python -m pipelines.wiki_mentions --input DUMP --output OUT [--config FILE.yaml] [Beam options]
+    wikiedm corpus --input DUMP --output OUT [--config FILE.yaml] [--runner Direct] [Beam options]
+    python -m pipelines.wiki_mentions ... / beam run pipelines/wiki_mentions.py ...   (the same command line)
 
 Steps (each a named PTransform):
   ParseWikiDump         read the dump (in parallel by multistream byte ranges), keep
@@ -35,7 +35,7 @@ from pipelines.config import WikiMentionsConfig
 from pipelines.corpus.descriptions import first_paragraph
 from pipelines.corpus.labels import LabelConfig
 from pipelines.dump import DumpError, default_index_path, plan_read_ranges, read_siteinfo
-from pipelines.launch import beam_options, configure_logging
+from pipelines.launch import beam_options, configure_logging, runner_help
 from pipelines.records import DeadLetter, SiteInfo
 from pipelines.transforms.aliases import BuildAliasTable, SelectEntityVocab
 from pipelines.transforms.parse import ParseOptions, ParseWikiDump
@@ -54,6 +54,9 @@ SPLITS = ("train", "validation")
 PASSAGE_ORDER = itemgetter("page_id", "window_index")
 ALIAS_ORDER = itemgetter("alias", "entity")
 VOCAB_ORDER = itemgetter("entity_id")
+# The keys `wikiedm corpus --help` shows (--help-config: all of them).
+COMMON = ("input", "output", "index", "keep_red_links", "entity_vocab_size", "tokenizer", "window", "overlap",
+          "validation_fraction", "num_shards", "blink_model", "blink_kb", "blink_config")
 
 
 def describe_entity(article, vocab: dict, max_chars: int):
@@ -280,7 +283,8 @@ def print_summary(output: str, seconds: float) -> None:
 def run(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        cfg, beam_args = parse_config(WikiMentionsConfig, argv, prog="wiki_mentions", description=__doc__.splitlines()[0])
+        cfg, beam_args = parse_config(WikiMentionsConfig, argv, prog="wikiedm corpus", description=__doc__.splitlines()[0],
+                                      aliases={"corpus": "blink_corpus"}, common=COMMON, epilog=runner_help())
         cfg.validate()
         options = beam_options(beam_args)
         site, ranges = plan_input(cfg)

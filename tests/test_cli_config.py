@@ -102,7 +102,8 @@ def test_wikiedm_subcommands_run_the_documented_modules(tmp_path):
     exe = shutil.which("wikiedm", path=str(Path(sys.executable).parent))
     assert exe, "make venv installs the wikiedm console script"
     dump = tmp_path / "sample.xml.bz2"
-    subprocess.run([exe, "sample", str(dump)], check=True, capture_output=True, timeout=120)
+    subprocess.run([exe, "sample", "--output", str(dump)], check=True, capture_output=True, timeout=120)
     assert dump.stat().st_size > 1000
-    bad = subprocess.run([exe, "validate", str(tmp_path / "missing")], capture_output=True, text=True, timeout=120)
+    bad = subprocess.run([exe, "validate", "--corpus", str(tmp_path / "missing")], capture_output=True, text=True,
+                         timeout=120)
     assert bad.returncode != 0 and "manifest" in (bad.stdout + bad.stderr).lower()

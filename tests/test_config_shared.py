@@ -101,8 +101,8 @@ def test_unknown_keys_fail_in_the_file_and_on_the_command_line(tmp_path):
 def test_trainer_command_lines_of_the_readme_makefile_and_dag():
     from trainer.pretrain import parse_args
 
-    make_demo = parse_args(["--config", "configs/pretrain/tiny.yaml", "--data", "out/demo", "--output_dir", "runs/demo",
-                            "--max_steps", "40", "--data.overfit_passages", "64", "--train.log_every", "2"])
+    make_demo = parse_args(["--num_gpus", "2", "--config", "configs/pretrain/tiny.yaml", "--corpus", "out/demo", "--output",
+                            "runs/demo", "--max_steps", "40", "--data.overfit_passages", "64", "--train.log_every", "2"])
     assert (make_demo.data.path, make_demo.train.output_dir, make_demo.train.max_steps) == ("out/demo", "runs/demo", 40)
     assert (make_demo.data.overfit_passages, make_demo.train.log_every, make_demo.model.d_model) == (64, 2, 64)
     readme = parse_args(["--local_rank=0", "--config", "configs/pretrain/base.yaml", "--data", "OUT", "--output_dir",
@@ -139,7 +139,7 @@ def test_trainer_help_config_and_the_jobs_help_come_from_one_parser(capsys):
     from trainer.config import help_text
 
     with pytest.raises(SystemExit) as exit_:
-        parse_config(WikiMentionsConfig, ["--help"], prog="wiki_mentions")
+        parse_config(WikiMentionsConfig, ["--help-config"], prog="wikiedm corpus")
     assert exit_.value.code == 0
     job_help = capsys.readouterr().out
     trainer_help = subprocess.run([sys.executable, "-m", "trainer.pretrain", "--help-config"], cwd=REPO,

@@ -186,7 +186,7 @@ def test_parse_checksum_list_reads_wikimedia_lines():
 def test_cli_exit_codes(mirror, tmp_path, capsys):
     write_run(mirror.root)
     dest = tmp_path / "dest"
-    assert main(["--wiki", WIKI, "--date", DATE, "--dest", str(dest), "--mirror", mirror.url, "--retries", "0"]) == 0
+    assert main(["--wiki", WIKI, "--date", DATE, "--output", str(dest), "--mirror", mirror.url, "--retries", "0"]) == 0
     assert json.loads(capsys.readouterr().out)["dump"].endswith(NAMES["dump"])
     assert main(["--wiki", WIKI, "--date", "2016-05-01", "--dest", str(dest), "--mirror", mirror.url]) == 2
     assert "YYYYMMDD" in capsys.readouterr().err

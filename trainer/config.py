@@ -3,10 +3,10 @@
 A run is described by one YAML file (``configs/pretrain/*.yaml``) whose sections
 mirror the dataclasses below. Any key can be overridden on the command line with
 its dotted path, ``--model.entity_dim=64`` or ``--optim.lr 3e-4``; the common
-ones have short forms (``--data``, ``--output_dir``, ``--max_steps``,
+ones have short forms (``--corpus``, ``--output``, ``--max_steps``,
 ``--deepspeed_config``). Parsing, value conversion (``--train.bf16 false``,
-``--optim.lr 1e-4``) and ``--help-config`` are the shared :mod:`wikiedm.config`,
-as for the corpus job and the linker.
+``--optim.lr 1e-4``), ``--help`` and ``--help-config`` are the shared
+:mod:`wikiedm.config`, as for the corpus job and the linker.
 """
 from __future__ import annotations
 
@@ -100,6 +100,9 @@ class TrainConfig:
     stop_after_steps: int = option(0, "exit after this many steps (simulates a kill; 0: off). Schedule still uses max_steps")
     plot: bool = option(True, "write loss.png at the end of the run")
     peak_tflops: float = option(0.0, "per-device peak TFLOP/s for MFU (0: guess from the GPU name; no MFU on CPU)")
+    report_to: list[str] = option(["auto"], "where the metrics also go, besides metrics.jsonl and loss.png: tensorboard "
+                                  "(event files in output_dir/tensorboard), wandb, none, or a list (tensorboard,wandb); "
+                                  "auto: tensorboard when it is installed, else none")
 
 
 @dataclass
@@ -115,24 +118,33 @@ class Config:
 
 # Short forms of the most used overrides.
 ALIASES = {
-    "data": "data.path",
-    "output_dir": "train.output_dir",
+    "corpus": "data.path",
+    "output": "train.output_dir",
     "max_steps": "train.max_steps",
     "deepspeed_config": "train.deepspeed_config",
     "zero_stage": "train.zero_stage",
     "seed": "train.seed",
     "init_from": "model.init_from",
 }
+# Old spellings, still accepted, not listed by --help.
+HIDDEN_ALIASES = {"data": "data.path", "output_dir": "train.output_dir"}
+# Keys --help shows besides the short forms (--help-config shows them all).
+COMMON = ("train.global_batch_size", "train.micro_batch_size", "train.bf16", "train.report_to", "train.resume")
+PROG = "wikiedm pretrain"
 
 
-def config_parser(prog: str = "", description: str = "") -> ConfigParser:
+def config_parser(prog: str = PROG, description: str = "") -> ConfigParser:
     """The trainer's command line: the shared parser over :class:`Config`, with the short forms."""
-    parser = ConfigParser(Config, prog=prog, description=description, aliases=ALIASES, pass_unknown=False,
-                          help_flags=("-h", "--help", "--help-config"))
+    from trainer.launch import add_launcher_flags
+
+    parser = ConfigParser(Config, prog=prog, description=description, aliases=ALIASES, hidden_aliases=HIDDEN_ALIASES,
+                          common=COMMON, pass_unknown=False)
+    add_launcher_flags(parser)  # --num_gpus N ...: start the ranks through DeepSpeed's launcher
     # The deepspeed launcher's conventions: a bare --deepspeed (DeepSpeed is always on here; with a value it
     # names the DeepSpeed JSON) and --local_rank (LOCAL_RANK is in the environment too).
+    # Both are accepted and not listed: --deepspeed_config is the documented name.
     parser.parser.add_argument("--deepspeed", nargs="?", const=IGNORED, dest="train.deepspeed_config",
-                               default=argparse.SUPPRESS, help="the same as --train.deepspeed_config; alone: ignored")
+                               default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     parser.parser.add_argument("--local_rank", dest="_local_rank", help=argparse.SUPPRESS)
     return parser
 
@@ -160,11 +172,14 @@ def validate(cfg: Config) -> None:
         raise SystemExit(f"model.memory_partition must be auto, rows or replicated, got {cfg.model.memory_partition!r}")
     if cfg.model.memory_kernel not in ("auto", "triton", "blocked"):
         raise SystemExit(f"model.memory_kernel must be auto, triton or blocked, got {cfg.model.memory_kernel!r}")
+    from trainer.metrics import report_sinks
+
+    report_sinks(cfg.train.report_to)  # an unknown sink, or wandb asked for and not installed, fails here
 
 
 def help_text() -> str:
-    """Every config key with its help text and default: the ``--help-config`` of ``trainer/pretrain.py``."""
-    return config_parser(prog="trainer/pretrain.py").format_help()
+    """Every config key with its help text and default: the ``--help-config`` of ``wikiedm pretrain``."""
+    return config_parser().format_help()
 
 
 def dump_config(cfg: Config, path: Path) -> None:

@@ -1,7 +1,8 @@
 """Consolidated weights out of a (ZeRO-sharded) DeepSpeed checkpoint, and weights into the model.
 
-    python -m trainer.export RUN/checkpoints/step_00001000 edmem.safetensors
-    python -m trainer.export RUN edmem.safetensors          (the latest checkpoint of a run)
+    wikiedm export --checkpoint RUN/checkpoints/step_00001000 --output edmem.safetensors
+    wikiedm export --checkpoint RUN --output edmem.safetensors      (the latest checkpoint of a run)
+    python -m trainer.export ...                                     (the same command line)
 
 The safetensors file holds every parameter of EDMem once (the entity table, shared by
 the encoder read, the decoder read and the linking head, is one tensor; the LM head
@@ -122,11 +123,22 @@ def load_bart_weights(model: EDMem, path: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description="Export consolidated EDMem weights (safetensors) from a checkpoint")
-    ap.add_argument("checkpoint", help="RUN, RUN/checkpoints, or RUN/checkpoints/step_XXXXXXXX")
-    ap.add_argument("output", help="path of the .safetensors file to write")
+    from wikiedm.config import command_parser
+
+    ap = command_parser("wikiedm export", "Export consolidated EDMem weights (safetensors) from a checkpoint")
+    ap.add_argument("--checkpoint", default="", metavar="DIR", help="RUN, RUN/checkpoints, or RUN/checkpoints/step_XXXXXXXX (required)")
+    ap.add_argument("--output", default="", metavar="FILE", help="path of the .safetensors file to write (required)")
+    # the old form, `export CHECKPOINT OUTPUT`
+    ap.add_argument("positional", nargs="*", default=[], help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    out = export(args.checkpoint, args.output)
+    given = list(args.positional)
+    checkpoint = args.checkpoint or (given.pop(0) if given else "")
+    output = args.output or (given.pop(0) if given else "")
+    if given:
+        ap.error(f"unexpected arguments: {' '.join(given)}")
+    if not checkpoint or not output:
+        ap.error("--checkpoint and --output are required")
+    out = export(checkpoint, output)
     print(f"wrote {out}", file=sys.stderr)
 
 

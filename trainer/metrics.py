@@ -107,13 +107,65 @@ def flops_per_step(non_embedding_params: int, d_model: int, vocab_size: int, ent
     return transformer + lm_head + memory
 
 
-class MetricsLog:
-    """One greppable line per logging step on rank 0, and the same numbers in metrics.jsonl."""
+REPORT_SINKS = ("tensorboard", "wandb")
+TENSORBOARD_DIR = "tensorboard"  # RUN/tensorboard: `tensorboard --logdir RUN` (or a folder of runs)
 
-    def __init__(self, run_dir: Path, enabled: bool):
+
+def report_sinks(report_to) -> list[str]:
+    """train.report_to -> the sinks to write besides metrics.jsonl. 'auto': tensorboard when it imports, else none
+    (a notice); a sink asked for by name that is not installed is an error, before any work starts."""
+    names = _sink_names(report_to)
+    unknown = sorted(set(names) - {*REPORT_SINKS, "auto", "none"})
+    if unknown:
+        raise SystemExit(f"train.report_to: unknown {', '.join(unknown)} (use tensorboard, wandb, none or auto)")
+    sinks = []
+    for name in names:
+        if name == "auto":
+            name = "tensorboard" if _installed("tensorboard") else None
+        if name in REPORT_SINKS and name not in sinks:
+            if not _installed(name):
+                raise SystemExit(f"train.report_to {name}: the {name} package is not installed "
+                                 f"(pip install {name}, or --train.report_to none)")
+            sinks.append(name)
+    return sinks
+
+
+def _sink_names(report_to) -> list[str]:
+    return [str(n).strip().lower() for n in ([report_to] if isinstance(report_to, str) else report_to)]
+
+
+def _installed(sink: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(sink) is not None  # torch.utils.tensorboard needs the tensorboard package
+
+
+class MetricsLog:
+    """One greppable line per logging step on rank 0, and the same numbers in metrics.jsonl and in the
+    sinks of train.report_to: TensorBoard event files (RUN/tensorboard), W&B. In a sink, each numeric
+    field of a row is a scalar ``SPLIT/FIELD`` (``train/loss``, ``validation/el_acc``) at the row's step."""
+
+    def __init__(self, run_dir: Path, enabled: bool, report_to=("none",), config: dict | None = None):
         self.enabled = enabled
         self.path = run_dir / "metrics.jsonl"
         self.samples_path = run_dir / "samples.jsonl"
+        self.run_dir, self.config = run_dir, config or {}
+        self.sinks = report_sinks(report_to)
+        if enabled and "auto" in _sink_names(report_to) and not self.sinks:
+            print("[pretrain] metrics: metrics.jsonl and loss.png only (pip install tensorboard for event files)",
+                  flush=True)
+        self.tensorboard = self.wandb = None
+        self.purge_step = None  # on resume: TensorBoard hides the rows of the lost steps after the checkpoint
+
+    def _open_sinks(self) -> None:
+        if "tensorboard" in self.sinks and self.tensorboard is None:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self.tensorboard = SummaryWriter(str(self.run_dir / TENSORBOARD_DIR), purge_step=self.purge_step)
+        if "wandb" in self.sinks and self.wandb is None:
+            import wandb
+
+            self.wandb = wandb.init(dir=str(self.run_dir), name=self.run_dir.name, config=self.config, resume="allow")
 
     def write(self, record: dict) -> None:
         if not self.enabled:
@@ -127,11 +179,33 @@ class MetricsLog:
             if record.get(key) is not None:
                 fields.append(f"{key} {record[key]:{fmt}}")
         print(f"[{record.get('split', 'train')}] " + " | ".join(fields), flush=True)
+        if self.sinks:
+            self._write_sinks(record)
+
+    def _write_sinks(self, record: dict) -> None:
+        self._open_sinks()
+        split, step = record.get("split", "train"), record["step"]
+        scalars = {f"{split}/{k}": v for k, v in record.items()
+                   if k != "step" and isinstance(v, (int, float)) and not isinstance(v, bool)}
+        if self.tensorboard is not None:
+            for tag, value in scalars.items():
+                self.tensorboard.add_scalar(tag, value, step)
+            self.tensorboard.flush()  # a killed run keeps every row it logged, as metrics.jsonl does
+        if self.wandb is not None:
+            self.wandb.log(scalars, step=step)
+
+    def close(self) -> None:
+        if self.tensorboard is not None:
+            self.tensorboard.close()
+        if self.wandb is not None:
+            self.wandb.finish()
+        self.tensorboard = self.wandb = None
 
     def forget_after(self, step: int) -> None:
         """On resume from ``step``: keep only the rows up to it (and drop a line torn by a kill)."""
         if not self.enabled:
             return
+        self.purge_step = step + 1
         for path in (self.path, self.samples_path):
             if path.exists():
                 kept = [r for r in read_metrics(path) if r["step"] <= step]

@@ -1,11 +1,13 @@
 """EDMem pre-training: joint masked-LM + entity linking, on DeepSpeed, with the entity memory split by rows.
 
-    deepspeed trainer/pretrain.py --config configs/pretrain/tiny.yaml --data OUT --output_dir RUN
-    python -m trainer.pretrain --config ...            (one process, or under torchrun)
+    wikiedm pretrain --config configs/pretrain/tiny.yaml --corpus OUT --output RUN [--num_gpus N]
+    python -m trainer.pretrain ... / deepspeed trainer/pretrain.py ...     (the same command line)
 
-Any config key can be overridden: ``--model.entity_dim=64``, ``--optim.lr 3e-4``,
-``--max_steps 100``, ``--deepspeed_config configs/deepspeed/zero3.json``;
-``--help-config`` lists them. The phases below run top to bottom.
+``--num_gpus N`` starts N ranks through DeepSpeed's launcher (trainer/launch.py); without it this
+process trains alone, or as one of the ranks a launcher started. Any config key can be overridden:
+``--model.entity_dim=64``, ``--optim.lr 3e-4``, ``--max_steps 100``,
+``--deepspeed_config configs/deepspeed/zero3.json``; ``--help-config`` lists them. The phases below
+run top to bottom.
 """
 from __future__ import annotations
 
@@ -35,6 +37,7 @@ from trainer.data import (
     validation_batches,
 )
 from trainer.jit_ops import prebuild_deepspeed_comm_op
+from trainer.launch import launcher_command, run_launcher
 from trainer.memory import zero_table_traffic_bytes
 from trainer.metrics import MetricsLog, StepAccumulator, Timer, flops_per_step, peak_flops, plot_losses, summarize
 from trainer.model import EDMem, EDMemSpec
@@ -47,7 +50,7 @@ MODEL_INPUTS = ("input_ids", "attention_mask", "decoder_input_ids", "labels", "e
 def parse_args(argv: list[str]) -> Config:
     """The command line (wikiedm.config's shared parser; ``--help-config`` lists every key)."""
     try:
-        cfg, _ = config_parser(prog="trainer/pretrain.py", description=__doc__).parse(argv)
+        cfg, _ = config_parser(description=__doc__.split("\n\n")[0]).parse(argv)
     except ConfigError as exc:
         raise SystemExit(str(exc)) from None
     validate(cfg)
@@ -118,6 +121,11 @@ def resolve_partition(requested: str, world_size: int, resume) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    command = launcher_command(argv)
+    if command is not None:  # --num_gpus N: the launcher starts the ranks, each of which runs train()
+        parse_args(argv)  # a bad flag or --help: once, here, not once per rank
+        raise SystemExit(run_launcher(command))
     try:
         train(argv)
     except CorpusError as exc:  # bad input: one line naming the corpus and the problem, no traceback
@@ -129,7 +137,7 @@ def train(argv: list[str] | None = None) -> None:
     # ---- phase 1: configuration, the corpus's checks (bad input fails here, in seconds), processes ----
     cfg = parse_args(sys.argv[1:] if argv is None else argv)
     if not cfg.data.path:
-        raise SystemExit("no corpus: pass --data OUT (the pipeline's output directory)")
+        raise SystemExit("no corpus: pass --corpus OUT (the corpus job's output folder)")
     corpus = open_corpus(cfg.data.path, verify_sha256=cfg.data.verify_sha256)
     import deepspeed
 
@@ -148,7 +156,7 @@ def train(argv: list[str] | None = None) -> None:
     if is_main:
         run_dir.mkdir(parents=True, exist_ok=True)
         dump_config(cfg, run_dir / "config.yaml")
-    log = MetricsLog(run_dir, enabled=is_main)
+    log = MetricsLog(run_dir, enabled=is_main, report_to=cfg.train.report_to, config=cfg.to_dict())
 
     def say(msg: str) -> None:
         if is_main:
@@ -333,6 +341,7 @@ def train(argv: list[str] | None = None) -> None:
 
     # ---- phase 8: wrap up -------------------------------------------------------------------------
     train_batches.close()
+    log.close()
     if is_main and cfg.train.plot and step == cfg.train.max_steps:
         png = plot_losses(run_dir)
         say(f"done: {step} steps; loss curve {png}")

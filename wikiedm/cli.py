@@ -1,12 +1,14 @@
 """The ``wikiedm`` command: every user-facing job of the toolkit as one subcommand.
 
-    wikiedm corpus --input DUMP --output OUT [--config FILE.yaml] [beam options]
-    wikiedm pretrain --config configs/pretrain/tiny.yaml --data OUT --output_dir RUN
-    wikiedm SUBCOMMAND --help
+    wikiedm corpus --input DUMP --output OUT [--config FILE.yaml] [--runner Direct ...]
+    wikiedm pretrain --config configs/pretrain/tiny.yaml --corpus OUT --output RUN [--num_gpus N]
+    wikiedm SUBCOMMAND --help            (the common options; --help-config: every config key)
 
-Each subcommand runs its module's ``main()`` as ``python -m MODULE ARGS`` does (the module entry points
-documented before this command stay valid: they are the same code). Modules are imported only when
-their subcommand runs, so ``wikiedm --help`` is instant and needs neither Beam nor torch.
+The conventions of every subcommand: the corpus folder a command reads is --corpus DIR, where it
+writes is --output; booleans are --name true|false (yes/no, 1/0 too; --name alone means true).
+Each subcommand runs its module's ``main()`` as ``python -m MODULE ARGS`` does (the same code and
+command line). Modules are imported only when their subcommand runs, so ``wikiedm --help`` is
+instant and needs neither Beam nor torch.
 """
 from __future__ import annotations
 
@@ -27,17 +29,17 @@ SUBCOMMANDS: dict[str, Subcommand] = {
     "link-text": Subcommand("linker.cli", ("link",), "link mentions in text, JSONL or BLINK mention records"),
     "interactive": Subcommand("linker.cli", ("interactive",), "type text, see its linked mentions"),
     "index-linker": Subcommand("linker.cli", ("index",), "prepare a linker folder: KB, alias candidate index, FAISS index"),
-    "linker-vocab": Subcommand("linker.cli", ("vocab",), "write a BLINK entity vocabulary from a corpus"),
+    "linker-vocab": Subcommand("linker.cli", ("vocab",), "build a WordPiece vocab.txt from a corpus (a bi-encoder trained from scratch)"),
     "train-linker": Subcommand("linker.train", (), "train a BLINK-format bi-encoder on a corpus's hyperlinks"),
     "evaluate-linker": Subcommand("linker.evaluate", (), "accuracy of bi-encoder, cross-encoder, linker and alias prior"),
-    "pretrain": Subcommand("trainer.pretrain", (), "EDMem pre-training on DeepSpeed (`deepspeed` for several ranks)"),
+    "pretrain": Subcommand("trainer.pretrain", (), "EDMem pre-training on DeepSpeed (--num_gpus N: N ranks)"),
     "export": Subcommand("trainer.export", (), "a checkpoint -> one safetensors file with the full entity table"),
     "validate": Subcommand("pipelines.validate", (), "check a corpus folder against its manifest.json"),
     "report": Subcommand("pipelines.report", (), "label coverage plot and summary of a corpus folder"),
     "card": Subcommand("pipelines.dataset_card", (), "(re)write a corpus folder's dataset card README.md"),
     "fetch": Subcommand("pipelines.fetch_dump", (), "download a dump and verify it against Wikimedia's checksums"),
     "sample": Subcommand("pipelines.sample_dump", (), "write the project's own small sample dump"),
-    "beam": Subcommand("pipelines.cli", (), "run any Beam pipeline file or module (`beam run FILE.py ...`)"),
+    "beam": Subcommand("pipelines.cli", (), "run any Beam pipeline file or module (`wikiedm beam run FILE.py ...`)"),
 }
 
 

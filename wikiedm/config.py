@@ -1,15 +1,16 @@
 """One config mechanism for every job: dataclasses with help text, YAML files, dotted command-line overrides.
 
     wikiedm corpus   --config configs/pipeline/enwiki.yaml --input DUMP --output OUT --labels.min_prior 0.05
-    wikiedm pretrain --config configs/pretrain/tiny.yaml --data OUT --model.entity_dim=64
-    wikiedm link-text --config configs/linker/blink_large.yaml --model M --corpus C --fast
+    wikiedm pretrain --config configs/pretrain/tiny.yaml --corpus OUT --output RUN --model.entity_dim=64
+    wikiedm link-text --config configs/linker/blink_large.yaml --model M --corpus C --fast true
 
 A config is a tree of dataclasses whose fields are declared with :func:`wikiedm.fields.option`
 (default and help text). The rules, the same for the corpus job, the linker and the trainer:
 
 - Precedence: the defaults, then the YAML file (``--config FILE``), then command-line flags.
 - Every leaf field is a flag named by its dotted path (``--labels.min_prior``, ``--optim.lr``);
-  ``--key value`` and ``--key=value`` are the same; a job may add short forms (``--data``).
+  ``--key value`` and ``--key=value`` are the same; a job may add short forms (``--corpus``) and
+  keep old spellings working, unlisted (``--data``).
 - One conversion for YAML values and command-line text, by the field's declared type:
   bool: ``true/false``, ``yes/no``, ``on/off``, ``1/0`` in any case (the words YAML reads as
   booleans, plus 1 and 0), anything else is an error; a bool flag given alone means true.
@@ -21,12 +22,14 @@ A config is a tree of dataclasses whose fields are declared with :func:`wikiedm.
 - An unknown key is an error (:class:`ConfigError`), in the file and on the command line, except
   that a job which passes other options on (the corpus job hands them to Beam: ``--runner``,
   ``--project`` ...) gets them back untouched.
-- ``--help`` lists every key with its help text and default, grouped by section.
+- ``--help`` lists the common options (short forms, the job's own flags, its epilog: the corpus
+  job's runner options); ``--help-config`` every key with its help text and default, by section.
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 import types
 import typing
 from typing import Any
@@ -184,58 +187,168 @@ def load_yaml(path: str) -> dict:
 # ----------------------------------------------------------------------------- the command line
 
 
-def _default_text(f: dataclasses.Field) -> str:
+def _field_default(f: dataclasses.Field):
     if f.default is not dataclasses.MISSING:
-        value = f.default
-    elif f.default_factory is not dataclasses.MISSING:
-        value = f.default_factory()
-    else:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return dataclasses.MISSING
+
+
+def default_text(value) -> str:
+    """`` (default: X)`` as every help line ends: booleans as true/false, text quoted (an empty one shows as '')."""
+    if value is dataclasses.MISSING or value is argparse.SUPPRESS:
         return ""
     if isinstance(value, bool):
-        value = "true" if value else "false"
+        return f" (default: {'true' if value else 'false'})"
     return f" (default: {value!r})" if isinstance(value, str) else f" (default: {value})"
+
+
+def _default_text(f: dataclasses.Field) -> str:
+    return default_text(_field_default(f))
+
+
+BOOL_METAVAR = "true|false"
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Every option's help ends with its default (as the config keys' do), or says it is required."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if not action.option_strings or "(default:" in text or "(required)" in text or action.nargs == 0:
+            return text
+        if action.required:
+            return text + " (required)"
+        if action.default is None or action.default is argparse.SUPPRESS:
+            return text
+        return text + default_text(action.default).replace("%", "%%")
+
+
+def command_parser(prog: str, description: str = "", epilog: str = "") -> argparse.ArgumentParser:
+    """The argparse parser of a command that has no config class (``wikiedm validate``, ``report`` ...)."""
+    return argparse.ArgumentParser(prog=prog, description=description, epilog=epilog or None, allow_abbrev=False,
+                                   formatter_class=HelpFormatter)
+
+
+def bool_arg(text: str) -> bool:
+    """argparse ``type=`` of a boolean flag: the one boolean rule, as an argparse error when it fails."""
+    try:
+        return parse_bool(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def add_bool(parser, *flags: str, default: bool, help: str, **kwargs) -> argparse.Action:  # noqa: A002
+    """``--name true|false`` (yes/no, on/off, 1/0 in any case; ``--name`` alone means true)."""
+    return parser.add_argument(*flags, type=bool_arg, nargs="?", const=True, default=default, metavar=BOOL_METAVAR,
+                               help=help, **kwargs)
+
+
+def add_hidden(parser, *flags: str, dest: str, **kwargs) -> argparse.Action:
+    """An old spelling kept working for users' scripts, left out of --help."""
+    return parser.add_argument(*flags, dest=dest, help=argparse.SUPPRESS, **kwargs)
+
+
+class _PrintAndExit(argparse.Action):
+    """``--help`` / ``--help-config``: print a text made on demand and exit 0."""
+
+    def __init__(self, option_strings, text, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):  # noqa: A002
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+        self.text = text
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        parser._print_message(self.text(), sys.stdout)
+        parser.exit()
 
 
 class ConfigParser:
     """The command line of one config class: ``parse(argv) -> (config, other args)``.
 
-    ``aliases`` maps short flags to dotted keys (``{"data": "data.path"}``). With
+    ``aliases`` maps short flags to dotted keys (``{"corpus": "data.path"}``); ``hidden_aliases`` the
+    same for old spellings that keep working but are not shown (``{"data": "data.path"}``). With
     ``pass_unknown`` (the corpus job: Beam's options), arguments that are not config flags are
-    returned; without it they are a :class:`ConfigError`. ``parser`` is the argparse parser, to
-    which a job may add its own launcher flags (``dest`` starting with ``_`` or value
-    :data:`IGNORED`: accepted and dropped).
+    returned; without it they are a :class:`ConfigError`.
+
+    ``--help`` shows the common options: ``--config``, the short forms, the keys named in ``common``
+    and the job's own flags (:meth:`add_argument`, :meth:`add_bool`), then ``epilog``; ``--help-config``
+    shows every config key, grouped by section, each with its help text and default, and the job's
+    flags. The job's flags, and flags whose ``dest`` starts with ``_`` or whose value is :data:`IGNORED`
+    (launcher conventions), are left out of the config: :meth:`parse_with_extras` returns the former.
     """
 
     def __init__(self, cls, *, prog: str = "", description: str = "", aliases: dict[str, str] | None = None,
-                 pass_unknown: bool = True, help_flags: tuple[str, ...] = ("-h", "--help")) -> None:
+                 hidden_aliases: dict[str, str] | None = None, common: tuple[str, ...] = (), epilog: str = "",
+                 pass_unknown: bool = True) -> None:
         self.cls = cls
         self.pass_unknown = pass_unknown
+        self.extra_dests: set[str] = set()  # the job's own flags: not config keys
         usage = "%(prog)s [--config FILE.yaml] [--KEY VALUE | --KEY=VALUE ...]" + (" [other options]" if pass_unknown else "")
+        more = "every config key, with its help text and default: --help-config"
         self.parser = argparse.ArgumentParser(prog=prog or None, description=description, add_help=False, usage=usage,
-                                              allow_abbrev=False, formatter_class=argparse.RawDescriptionHelpFormatter)
-        self.parser.add_argument(*help_flags, action="help", help="show this help (every config key) and exit")
-        self.parser.add_argument("--config", default="", help="YAML file of config values (flags override it)")
-        short = {}
+                                              allow_abbrev=False, formatter_class=HelpFormatter)
+        self.short = argparse.ArgumentParser(prog=prog or None, description=description, add_help=False, usage=usage,
+                                             epilog="\n\n".join(t for t in (epilog, more) if t),
+                                             allow_abbrev=False, formatter_class=HelpFormatter)
+        for parser in (self.parser, self.short):
+            parser.add_argument("-h", "--help", action=_PrintAndExit, text=self.short.format_help,
+                                help="show the common options and exit")
+            parser.add_argument("--help-config", action=_PrintAndExit, text=self.parser.format_help,
+                                help="show every config key, with its help text and default, and exit")
+            parser.add_argument("--config", default="", metavar="FILE.yaml",
+                                help="YAML file of config values (flags override it)")
+        short: dict[str, list[str]] = {}
         for flag, dotted in (aliases or {}).items():
             short.setdefault(dotted, []).append(f"--{flag}")
         groups: dict[str, argparse._ArgumentGroup] = {}
+        shown: dict[str, tuple] = {}
         for name, f, tp in leaf_fields(cls):
             section = name.rpartition(".")[0]
             if section and section not in groups:
                 groups[section] = self.parser.add_argument_group(f"{section}.*", _section_help(cls, section))
             target = groups.get(section, self.parser)
             is_bool = _optional(tp)[0] is bool
-            target.add_argument(f"--{name}", *short.get(name, ()), dest=name, default=argparse.SUPPRESS,
-                                metavar="BOOL" if is_bool else "VALUE", nargs="?" if is_bool else None,
-                                const="true" if is_bool else None,
-                                help=f.metadata.get("help", "") + _default_text(f))
+            value = {"dest": name, "default": argparse.SUPPRESS, "nargs": "?" if is_bool else None,
+                     "const": "true" if is_bool else None, "metavar": BOOL_METAVAR if is_bool else "VALUE"}
+            text = f.metadata.get("help", "")
+            target.add_argument(f"--{name}", *short.get(name, ()), help=text + _default_text(f), **value)
+            if name in short or name in common:  # the short help names a key by its short form
+                shown[name] = (short.get(name, [f"--{name}"]), dict(value, help=text + (
+                    f"; the config key {name}" if name in short else "") + _default_text(f)))
+        for name in [*dict.fromkeys((aliases or {}).values()), *common]:  # the short forms first, in their order
+            if name in shown:
+                flags, kwargs = shown.pop(name)
+                self.short.add_argument(*flags, **kwargs)
+        for flag, dotted in (hidden_aliases or {}).items():
+            _, f, tp = next(x for x in leaf_fields(cls) if x[0] == dotted)
+            is_bool = _optional(tp)[0] is bool
+            self.parser.add_argument(f"--{flag}", dest=dotted, default=argparse.SUPPRESS, help=argparse.SUPPRESS,
+                                     nargs="?" if is_bool else None, const="true" if is_bool else None)
+
+    def add_argument(self, *flags: str, **kwargs) -> argparse.Action:
+        """A flag of the job itself (not a config key), shown by --help and --help-config unless hidden."""
+        if kwargs.get("help") is not argparse.SUPPRESS:
+            self.short.add_argument(*flags, **kwargs)
+        action = self.parser.add_argument(*flags, **kwargs)
+        self.extra_dests.add(action.dest)
+        return action
+
+    def add_bool(self, *flags: str, default: bool, help: str, **kwargs) -> argparse.Action:  # noqa: A002
+        """A boolean flag of the job itself: ``--name true|false`` (alone: true)."""
+        return add_bool(self, *flags, default=default, help=help, **kwargs)
 
     def format_help(self) -> str:
+        """Every config key (``--help-config``)."""
         return self.parser.format_help()
+
+    def format_short_help(self) -> str:
+        """The common options (``--help``)."""
+        return self.short.format_help()
 
     def parse(self, argv: list[str]):
         ns, rest = self.parser.parse_known_args(list(argv))
-        given = {k: v for k, v in vars(ns).items() if not k.startswith("_") and v is not IGNORED and v != IGNORED}
+        given = {k: v for k, v in vars(ns).items()
+                 if not k.startswith("_") and k not in self.extra_dests and v is not IGNORED and v != IGNORED}
         path = given.pop("config", "")
         if rest and not self.pass_unknown:
             flag = next((a for a in rest if a.startswith("-")), rest[0])
@@ -248,6 +361,13 @@ class ConfigParser:
             _set_dotted(values, dotted, value)
         return build(self.cls, values, where=f"{path}: " if path else ""), rest
 
+    def parse_with_extras(self, argv: list[str]):
+        """(config, the job's own flags as a namespace, other args)."""
+        ns, _ = self.parser.parse_known_args(list(argv))
+        extras = argparse.Namespace(**{k: v for k, v in vars(ns).items() if k in self.extra_dests})
+        config, rest = self.parse(argv)
+        return config, extras, rest
+
 
 def _section_help(cls, section: str) -> str:
     *parents, leaf = section.split(".")
@@ -258,6 +378,7 @@ def _section_help(cls, section: str) -> str:
 
 
 def parse_config(cls, argv: list[str], *, prog: str = "", description: str = "", aliases: dict[str, str] | None = None,
-                 pass_unknown: bool = True):
-    """Parse ``argv`` into (config, the arguments that are not config flags)."""
-    return ConfigParser(cls, prog=prog, description=description, aliases=aliases, pass_unknown=pass_unknown).parse(argv)
+                 pass_unknown: bool = True, **kwargs):
+    """Parse ``argv`` into (config, the arguments that are not config flags); ``kwargs``: :class:`ConfigParser`'s."""
+    return ConfigParser(cls, prog=prog, description=description, aliases=aliases, pass_unknown=pass_unknown,
+                        **kwargs).parse(argv)

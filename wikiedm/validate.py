@@ -1,7 +1,7 @@
 """Check a corpus folder against its manifest: files, sizes, rows, sha256, schemas.
 
-    wikiedm validate OUT                      # exit 0 when complete and intact
-    python -m pipelines.validate OUT          # the same
+    wikiedm validate --corpus OUT [--sha256 false]   # exit 0 when complete and intact
+    python -m pipelines.validate ...                  (the same command line)
 
 The trainer and the Airflow DAG call ``validate_output`` before using a
 corpus; a folder without manifest.json is an incomplete run.
@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 
 from schemas import READABLE_SCHEMAS, readable_schema_of
 from wikiedm import storage
+from wikiedm.config import add_bool, add_hidden, command_parser
 
 
 def schema_fingerprint(schema: pa.Schema) -> str:
@@ -78,16 +79,21 @@ def validate_output(output: str, *, check_sha256: bool = True, kinds: tuple[str,
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("output", help="corpus folder (local or gs://)")
-    parser.add_argument("--no_sha256", action="store_true", help="skip the checksums (faster)")
+    parser = command_parser("wikiedm validate", __doc__.splitlines()[0])
+    parser.add_argument("--corpus", default="", metavar="DIR", help="corpus folder (local or gs://) with manifest.json (required)")
+    add_bool(parser, "--sha256", default=True, help="check every file's sha256 (false: sizes, rows and schemas only; faster)")
+    parser.add_argument("corpus_positional", nargs="?", default="", help=argparse.SUPPRESS)  # the old `validate OUT`
+    add_hidden(parser, "--no_sha256", dest="sha256", action="store_false")  # the old spelling of --sha256 false
     args = parser.parse_args(argv)
+    corpus = args.corpus or args.corpus_positional
+    if not corpus:
+        parser.error("--corpus is required")
     try:
-        manifest = validate_output(args.output, check_sha256=not args.no_sha256)
+        manifest = validate_output(corpus, check_sha256=args.sha256)
     except InvalidOutputError as exc:
         print(f"invalid: {exc}", file=sys.stderr)
         return 1
-    print(f"ok: {len(manifest['files'])} files match {storage.join(args.output, storage.MANIFEST)}")
+    print(f"ok: {len(manifest['files'])} files match {storage.join(corpus, storage.MANIFEST)}")
     return 0
 
 

@@ -69,5 +69,5 @@ def test_training_beats_chance_and_the_model_folder_loads(sample_corpus, sample_
     assert again["biencoder"] == final["biencoder"]  # what was saved is what was evaluated
 
     report = tmp_path / "eval.json"
-    assert evaluate_main(["--model", str(folder), "--corpus", str(sample_corpus), "--json", str(report)]) == 0
+    assert evaluate_main(["--model", str(folder), "--corpus", str(sample_corpus), "--output", str(report)]) == 0
     assert json.loads(report.read_text())["biencoder"]["accuracy@1"] == pytest.approx(final["biencoder"]["accuracy@1"])

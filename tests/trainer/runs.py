@@ -1,6 +1,7 @@
 """Real training runs shared by the trainer tests, made once per session (each only when a test asks).
 
-Every run is a subprocess (the deepspeed launcher for 2 ranks, `python -m trainer.pretrain` for one)
+Every run is a subprocess (`wikiedm pretrain --num_gpus 2` for 2 ranks: DeepSpeed's launcher; for one,
+`python -m trainer.pretrain` with the old spellings --data and --output_dir, which stay accepted)
 of the tiny config on 64-token sequences, on the same 16 passages repeated (``data.overfit_passages``),
 at a learning rate of LR (the tiny config's 3e-3 needs 48 steps to link 90% at the encoder's read; 1e-2
 needs 28, with the same margin): both losses fall far within STEPS steps, so one run shows that EL
@@ -32,7 +33,7 @@ from trainer.metrics import read_metrics
 
 REPO = Path(__file__).resolve().parents[2]
 PYTHON = Path(sys.executable)
-DEEPSPEED = PYTHON.parent / "deepspeed"
+WIKIEDM = PYTHON.parent / "wikiedm"  # the console script `make venv` installs
 STEPS, CHECKPOINT_AT, EVAL_EVERY, SHORT, PASSAGES, LR = 28, 20, 14, 3, 16, "1e-2"
 KILL_AT = CHECKPOINT_AT + 5  # rows2 is killed once this step is logged: the steps after the checkpoint are lost
 TIMEOUT_S = 600  # a 28-step run takes ~60 s alone; on a machine loaded 3x over, one took > 300 s
@@ -45,16 +46,16 @@ def _free_port() -> int:
 
 
 def _command(corpus: Path, run_dir: Path, ranks: int, overrides: tuple[str, ...]) -> tuple[list[str], dict]:
-    args = ["--config", "configs/pretrain/tiny.yaml", "--data", str(corpus), "--output_dir", str(run_dir),
-            "--max_steps", str(STEPS), "--data.overfit_passages", str(PASSAGES),
+    args = ["--config", "configs/pretrain/tiny.yaml", "--max_steps", str(STEPS), "--data.overfit_passages", str(PASSAGES),
             "--train.global_batch_size", str(PASSAGES), "--train.micro_batch_size", str(PASSAGES // 2),
             "--data.max_seq_len", "64", "--model.max_positions", "64", "--train.save_every", str(CHECKPOINT_AT),
             "--train.eval_every", str(EVAL_EVERY), "--train.log_sample_ids", "true", "--optim.lr", LR, *overrides]
     port = str(_free_port())
-    if ranks == 1:
-        cmd = [str(PYTHON), "-m", "trainer.pretrain", *args]
-    else:
-        cmd = [str(DEEPSPEED), "--num_gpus", str(ranks), "--master_port", port, "trainer/pretrain.py", *args]
+    if ranks == 1:  # the module entry point, with the old spellings of --corpus and --output
+        cmd = [str(PYTHON), "-m", "trainer.pretrain", "--data", str(corpus), "--output_dir", str(run_dir), *args]
+    else:  # the documented way in
+        cmd = [str(WIKIEDM), "pretrain", "--num_gpus", str(ranks), "--master_port", port, "--corpus", str(corpus),
+               "--output", str(run_dir), *args]
     return cmd, {**os.environ, "OMP_NUM_THREADS": "1", "MASTER_PORT": port, "PYTHONUNBUFFERED": "1"}
 
 

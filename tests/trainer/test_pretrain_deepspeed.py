@@ -40,6 +40,28 @@ def test_two_ranks_with_rows_learn_both_losses(trainer_runs):
     assert [s["rows"] for s in layout["shards"]] == [[0, n // 2], [n // 2, n]]
 
 
+def test_tensorboard_events_hold_every_metric_of_the_run(trainer_runs):
+    """rows2 (started by `wikiedm pretrain --num_gpus 2`, killed after its step-20 checkpoint, resumed) wrote
+    TensorBoard event files by default: each numeric field of each metrics.jsonl row is the scalar SPLIT/FIELD at
+    the row's step, once; the steps the kill lost and the rerun redid read as the rerun wrote them."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    d = trainer_runs.get("rows2")
+    events = EventAccumulator(str(d / "tensorboard"), size_guidance={"scalars": 0})
+    events.Reload()
+    rows = read_metrics(d / "metrics.jsonl")
+    expected = {(f"{r['split']}/{k}", r["step"]): v for r in rows for k, v in r.items()
+                if k not in ("step", "split") and isinstance(v, (int, float)) and not isinstance(v, bool)}
+    scalars = [((tag, e.step), e.value) for tag in events.Tags()["scalars"] for e in events.Scalars(tag)]
+    got = dict(scalars)
+    assert len(got) == len(scalars), "each step once: for the steps the kill lost, what the rerun wrote"
+    assert set(got) == set(expected)
+    assert {"train/loss", "train/el_acc", "train/memory_comm_bytes", "validation/el_loss"} <= {t for t, _ in got}
+    for key, value in expected.items():  # event files keep float32
+        assert got[key] == pytest.approx(value, rel=1e-6, abs=1e-30), key
+    assert max(train_rows(d, "metrics_before_kill.jsonl")) > CHECKPOINT_AT  # there were lost steps to purge
+
+
 @pytest.mark.parametrize("other, stage, tolerance", [("zero3", 3, 2e-3), ("zero1_bf16", 1, 0.05)])
 def test_rows_beside_zero1_2_3_compute_the_same_losses(trainer_runs, other, stage, tolerance):
     """ZeRO's stage changes where the rest of the model lives, not what it computes (bf16: to its rounding)."""

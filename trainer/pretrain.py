@@ -13,6 +13,7 @@ import json
 import os
 import random
 import sys
+import time
 from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script (deepspeed trainer/pretrain.py): make `trainer` importable
@@ -283,7 +284,9 @@ def train(argv: list[str] | None = None) -> None:
     steps_this_run = 0
     memory_grad_norm = None
     while step < cfg.train.max_steps:
+        waiting = time.perf_counter()  # host time blocked on the prefetcher: the data path not keeping up
         micro_batches = next(train_batches)
+        data_wait_s = time.perf_counter() - waiting
         samples_seen += cfg.train.global_batch_size  # the resume position (the prefetcher runs ahead)
         for batch in micro_batches:
             out = engine(**to_device(batch, device))
@@ -292,7 +295,7 @@ def train(argv: list[str] | None = None) -> None:
             acc.add(out, batch)  # device-side sums: no host synchronisation per micro-batch
         if rows is not None:  # the accumulation boundary: step this rank's rows
             memory_grad_norm = rows.step(cfg.optim.grad_clip)
-        acc.add_step(rows.comm.take() if rows is not None else comm_per_step)
+        acc.add_step(rows.comm.take() if rows is not None else comm_per_step, data_wait_s)
         step += 1
         steps_this_run += 1
         if cfg.train.log_sample_ids:
@@ -310,6 +313,7 @@ def train(argv: list[str] | None = None) -> None:
                       "tokens_per_s": sums["input_tokens"] / elapsed, "samples": int(sums["samples"]),
                       "samples_seen": samples_seen,
                       "step_time_s": elapsed * sums["world_size"] / max(sums["steps"], 1)}
+            record["data_wait_frac"] = record["data_wait_s"] / record["step_time_s"]  # of the loop's time, rank mean
             if isinstance(record["grad_norm"], torch.Tensor):
                 record["grad_norm"] = record["grad_norm"].item()
             if memory_grad_norm is not None:

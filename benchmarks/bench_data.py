@@ -8,10 +8,14 @@ process, alternating in every repeat (the order rotating), so the load of a shar
   object per token), the window's shuffle rebuilt for every micro-batch, ``trainer.data.ReferenceCollator``
   (``build_example`` + ``mask_example`` per passage, a tensor per passage);
 * ``vectorised``: ``trainer.data.TrainBatches`` + ``Collator``: three of the eight mention fields read,
-  rows kept as flat arrays (``Passages``), a batch collated with numpy.
+  rows kept as flat arrays (``Passages``), a batch collated with numpy;
+* ``vectorised_workers``: the same made by ``--workers`` processes (``trainer.data.WorkerBatches``,
+  ``data.num_workers``), taken in turn by this process.
 
 Each is also timed beside a busy main thread (``*_beside_busy_thread``): made in the trainer's ``Prefetcher``
-thread while the main thread runs Python without pause, the worst case of sharing the GIL with a training loop.
+thread (the workers: in their processes) and taken by another thread while the main thread runs Python without
+pause, the worst case of sharing the GIL with a training loop. Every run makes one micro-batch before the clock
+starts (the workers' start-up, seconds, is not counted).
 Figures: medians over ``--repeat`` repeats of passages per wall second and per CPU second of this process,
 and the medians of the per-repeat ratios vectorised / reference. Before timing, the two variants' batches are
 compared tensor by tensor (``identical``). ``gpu_demand_estimate`` is an estimate (issue 24): an H100 at 40%
@@ -49,6 +53,7 @@ from trainer.data import (  # noqa: E402
     ReferenceCollator,
     TokenIds,
     TrainBatches,
+    WorkerBatches,
     open_corpus,
 )
 
@@ -117,11 +122,13 @@ def make(variant: str, order: GlobalSampleOrder, ids: TokenIds, args, n_entities
     collator_args = (ids, args.max_seq_len, 0.3, 0.5, args.seed, n_entities, str(args.corpus))
     if variant == "reference":
         return ReferenceBatches(order, ReferenceCollator(*collator_args), args.micro_batch)
-    return TrainBatches(order, Collator(*collator_args), args.micro_batch, args.micro_batch, 0, 1)
+    batches = TrainBatches(order, Collator(*collator_args), args.micro_batch, args.micro_batch, 0, 1)
+    return WorkerBatches(batches, args.workers) if variant == "vectorised_workers" else batches
 
 
 def time_alone(batches, n: int) -> tuple[float, float, int]:
-    """(wall s, CPU s of this process, passages) for n micro-batches made in this thread."""
+    """(wall s, CPU s of this process, passages) for n micro-batches taken in this thread."""
+    next(batches)
     wall, cpu, passages = time.perf_counter(), time.process_time(), 0
     for _ in range(n):
         passages += sum(len(b["passage_ids"]) for b in next(batches))
@@ -129,9 +136,11 @@ def time_alone(batches, n: int) -> tuple[float, float, int]:
 
 
 def time_beside_busy_thread(batches, n: int) -> tuple[float, float, int]:
-    """The same, made in the Prefetcher's thread while this thread runs Python without pause (a consumer thread
-    takes the batches): what a training loop whose Python never releases the GIL leaves to the data path."""
-    fetched, done, count = Prefetcher(batches, depth=2), threading.Event(), [0]
+    """The same, made in the Prefetcher's thread (or the workers) while this thread runs Python without pause (a
+    consumer thread takes the batches): what a training loop whose Python never releases the GIL leaves to them."""
+    fetched = batches if isinstance(batches, WorkerBatches) else Prefetcher(batches, depth=2)
+    done, count = threading.Event(), [0]
+    next(fetched)
 
     def consume():
         for _ in range(n):
@@ -146,7 +155,6 @@ def time_beside_busy_thread(batches, n: int) -> tuple[float, float, int]:
         spin += sum(range(2000))  # pure Python: holds the GIL up to the switch interval
     elapsed = time.perf_counter() - wall, time.process_time() - cpu
     consumer.join()
-    fetched.close()
     return *elapsed, count[0]
 
 
@@ -174,6 +182,7 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=150, help="micro-batches per variant per repeat")
     parser.add_argument("--repeat", type=int, default=5, help="repeats (medians are reported)")
     parser.add_argument("--seed", type=int, default=1234)
+    parser.add_argument("--workers", type=int, default=1, help="processes of the vectorised_workers variant")
     parser.add_argument("--json", type=Path, help="write the figures here (e.g. benchmarks/results/data.json)")
     args = parser.parse_args()
 
@@ -185,14 +194,19 @@ def main() -> None:
     same = identical(order, ids, args, n_entities, checked)
     print(f"batches identical over {checked} micro-batches: {same}")
 
-    variants = ("reference", "vectorised")
+    variants = ("reference", "vectorised", "vectorised_workers")
     modes = {"": time_alone, "_beside_busy_thread": time_beside_busy_thread}
     runs: dict[str, list[dict]] = {v + m: [] for m in modes for v in variants}
     load_before = os.getloadavg()
     for r in range(args.repeat):
         for mode, timer in modes.items():
-            for variant in variants[r % 2:] + variants[:r % 2]:
-                wall, cpu, passages = timer(make(variant, order, ids, args, n_entities), args.batches)
+            for variant in variants[r % 3:] + variants[:r % 3]:
+                batches = make(variant, order, ids, args, n_entities)
+                try:
+                    wall, cpu, passages = timer(batches, args.batches)
+                finally:
+                    if hasattr(batches, "close"):
+                        batches.close()
                 runs[variant + mode].append({"wall_s": wall, "cpu_s": cpu, "passages": passages,
                                              "passages_per_s": passages / wall, "passages_per_cpu_s": passages / cpu})
         print(f"repeat {r + 1}/{args.repeat}: " + ", ".join(f"{k} {v[-1]['passages_per_s']:.0f}/s"
@@ -201,13 +215,14 @@ def main() -> None:
     def median(name: str, key: str) -> float:
         return statistics.median(x[key] for x in runs[name])
 
-    def ratio(mode: str, key: str) -> float:
-        return statistics.median(v[key] / b[key] for v, b in zip(runs["vectorised" + mode], runs["reference" + mode]))
+    def ratio(variant: str, mode: str, key: str) -> float:
+        return statistics.median(v[key] / b[key] for v, b in zip(runs[variant + mode], runs["reference" + mode]))
 
     summary = {name: {"passages_per_s": median(name, "passages_per_s"),
                       "passages_per_cpu_s": median(name, "passages_per_cpu_s")} for name in runs}
-    ratios = {("alone" if not mode else mode.lstrip("_")): {"wall": ratio(mode, "passages_per_s"),
-                                                            "cpu": ratio(mode, "passages_per_cpu_s")} for mode in modes}
+    ratios = {f"{variant}, {'alone' if not mode else mode.lstrip('_')}": {
+        "wall": ratio(variant, mode, "passages_per_s"), "cpu": ratio(variant, mode, "passages_per_cpu_s")}
+        for mode in modes for variant in variants[1:]}
     md = [pq.ParquetFile(p).metadata for p in corpus.train_shards]
     results = {
         "what": __doc__.splitlines()[0],
@@ -219,23 +234,22 @@ def main() -> None:
                     "torch": torch.__version__},
         "corpus": {"path": str(args.corpus), "train_passages": order.epoch_size, "row_groups": len(order.row_groups),
                    "rows_per_row_group_max": max(m.row_group(g).num_rows for m in md for g in range(m.num_row_groups))},
-        "settings": {"micro_batch": args.micro_batch, "max_seq_len": args.max_seq_len, "window_row_groups": args.window,
+        "settings": {"workers": args.workers, "micro_batch": args.micro_batch, "max_seq_len": args.max_seq_len, "window_row_groups": args.window,
                      "batches_per_repeat": args.batches, "repeat": args.repeat, "seed": args.seed},
         "identical": same, "identical_checked_micro_batches": checked,
         "median": summary,
-        "ratio_vectorised_over_reference": ratios,
+        "ratio_over_reference": ratios,
         "gpu_demand_estimate_passages_per_s": GPU_DEMAND_ESTIMATE,
         "target_passages_per_s": TARGET,
-        "vectorised_meets_target": summary["vectorised"]["passages_per_s"] >= TARGET,
-        "vectorised_beside_busy_thread_meets_target": summary["vectorised_beside_busy_thread"]["passages_per_s"] >= TARGET,
+        "meets_target": {name: s["passages_per_s"] >= TARGET for name, s in summary.items()},
         "runs": runs,
     }
     print(f"\n{'variant':36s} {'passages/s':>11s} {'passages/CPU-s':>15s}   (medians of {args.repeat}; "
           f"{os.cpu_count()} CPUs, {platform.node()})")
     for name, s in summary.items():
         print(f"{name:36s} {s['passages_per_s']:11.0f} {s['passages_per_cpu_s']:15.0f}")
-    for mode, r in ratios.items():
-        print(f"vectorised / reference, {mode}: x{r['wall']:.2f} wall, x{r['cpu']:.2f} CPU")
+    for name, r in ratios.items():
+        print(f"{name} / reference: x{r['wall']:.2f} wall, x{r['cpu']:.2f} CPU")
     print(f"target {TARGET}/s per rank (2x the estimated {GPU_DEMAND_ESTIMATE}/s an H100 consumes at 40% MFU)")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)

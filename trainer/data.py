@@ -35,6 +35,7 @@ benchmarks/bench_data.py measures both).
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
@@ -602,10 +603,11 @@ class TrainBatches:
     """This rank's micro-batches, global batch after global batch, from a global sample index on.
 
     Yields lists of micro-batches: one optimizer step's worth (global_batch / world / micro of them).
+    With ``every_steps`` = n, only every n-th step from the start (what one of n worker processes makes).
     """
 
     def __init__(self, order: GlobalSampleOrder, collator: Collator, global_batch: int, micro_batch: int,
-                 rank: int, world_size: int, start_sample: int = 0):
+                 rank: int, world_size: int, start_sample: int = 0, every_steps: int = 1):
         if global_batch % (micro_batch * world_size):
             raise ValueError(f"global batch {global_batch} is not a multiple of micro batch {micro_batch} "
                              f"x {world_size} ranks")
@@ -615,6 +617,7 @@ class TrainBatches:
         self.global_batch, self.micro_batch = global_batch, micro_batch
         self.rank, self.world_size = rank, world_size
         self.samples_seen = start_sample  # global samples consumed by all ranks together: the resume position
+        self.every_steps = every_steps
         self.reader = RowReader(order)
         self._window_key, self._window_rows = None, []
 
@@ -643,7 +646,7 @@ class TrainBatches:
         for m in range(self.accumulation_steps):
             passages, indices = self._samples(first + m * self.micro_batch, self.micro_batch)
             micro_batches.append(self.collator(passages, indices))
-        self.samples_seen += self.global_batch
+        self.samples_seen += self.global_batch * self.every_steps
         return micro_batches
 
 
@@ -678,6 +681,11 @@ def validation_batches(shards: list[Path], collator: Collator, micro_batch: int,
         idx = wanted[b * micro_batch:(b + 1) * micro_batch]
         batches.append(collator([table_rows[k] for k in idx], idx, masking_stream=1))
     return batches
+
+
+def prefetch(batches: TrainBatches, num_workers: int, depth: int = 2):
+    """The training loop's batches, made ahead: in ``num_workers`` processes, or in a thread when 0."""
+    return WorkerBatches(batches, num_workers, depth) if num_workers > 0 else Prefetcher(batches, depth)
 
 
 class Prefetcher:
@@ -738,3 +746,93 @@ class Prefetcher:
         exception") after a run that otherwise finished."""
         self._stop.set()
         self._thread.join()
+
+
+class WorkerBatches:
+    """``TrainBatches`` made by worker processes, ahead of the training loop and outside its GIL.
+
+    Worker w of n makes steps w, w + n, w + 2n, ... of the sequence (``every_steps``); the loop takes
+    them from the workers in turn, so it gets exactly the plain iterator's batches, in its order
+    (the masks depend on the sample index only). Batches travel as numpy arrays through a pipe.
+    An error in a worker is raised in the loop; a worker that dies is reported with its exit code.
+    """
+
+    def __init__(self, batches: TrainBatches, num_workers: int, depth: int = 2):
+        import multiprocessing
+
+        context = multiprocessing.get_context("spawn")  # never fork a process that holds CUDA or threads
+        self._stop = context.Event()
+        self._queues = [context.Queue(maxsize=max(1, depth)) for _ in range(num_workers)]
+        self._workers = []
+        for w, queue in enumerate(self._queues):
+            mine = TrainBatches(batches.order, batches.collator, batches.global_batch, batches.micro_batch,
+                                batches.rank, batches.world_size, batches.samples_seen + w * batches.global_batch,
+                                every_steps=num_workers)
+            process = context.Process(target=_make_batches, args=(mine, queue, self._stop, os.getpid()),
+                                      daemon=True, name=f"batch-worker-{w}")
+            process.start()
+            self._workers.append(process)
+        self._turn = 0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> list[dict]:
+        import queue
+
+        w, self._turn = self._turn, (self._turn + 1) % len(self._workers)
+        while True:
+            try:
+                kind, value = self._queues[w].get(timeout=1.0)
+                break
+            except queue.Empty:
+                if not self._workers[w].is_alive() and self._queues[w].empty():
+                    raise RuntimeError(f"batch worker {w} died (exit code {self._workers[w].exitcode})") from None
+        if kind == "error":
+            raise value
+        return [{k: torch.from_numpy(v) if isinstance(v, np.ndarray) else v for k, v in mb.items()} for mb in value]
+
+    def close(self) -> None:
+        """Stop the workers and wait for them (terminated if one does not stop within seconds)."""
+        self._stop.set()
+        for process in self._workers:
+            process.join(timeout=10)
+            if process.is_alive():
+                process.terminate()
+                process.join()
+        for queue in self._queues:
+            queue.close()
+            queue.cancel_join_thread()
+
+
+def _make_batches(batches: TrainBatches, queue, stop, parent: int) -> None:
+    """A worker process: put every step ``batches`` makes on ``queue`` until ``stop`` is set or the rank is gone
+    (a rank killed with SIGKILL sets nothing: its workers see their parent change)."""
+    import queue as queues
+
+    torch.set_num_threads(1)
+
+    def put(entry) -> bool:
+        while not stop.is_set() and os.getppid() == parent:
+            try:
+                queue.put(entry, timeout=0.1)
+                return True
+            except queues.Full:
+                continue
+        return False
+
+    try:
+        for micro_batches in batches:
+            arrays = [{k: v.numpy() if isinstance(v, torch.Tensor) else v for k, v in mb.items()} for mb in micro_batches]
+            if not put(("item", arrays)):
+                break
+    except BaseException as exc:  # raised in the training loop, not lost with this process
+        import pickle
+
+        try:
+            pickle.dumps(exc)
+        except Exception:
+            exc = RuntimeError(f"{type(exc).__name__}: {exc}")
+        if put(("error", exc)):
+            return  # the queue's thread sends it before the process exits: the loop is waiting for it
+    queue.cancel_join_thread()  # stopped: exit without flushing what the loop will never read

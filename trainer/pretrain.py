@@ -29,10 +29,10 @@ from trainer.data import (
     Collator,
     CorpusError,
     GlobalSampleOrder,
-    Prefetcher,
     TrainBatches,
     load_tokenizer,
     open_corpus,
+    prefetch,
     validation_batches,
 )
 from trainer.jit_ops import prebuild_deepspeed_comm_op
@@ -249,8 +249,8 @@ def train(argv: list[str] | None = None) -> None:
                         cfg.data.salient_span_mask_prob, cfg.train.seed, corpus.n_entities, str(corpus.root))
     order = GlobalSampleOrder(corpus.train_shards, cfg.train.seed, cfg.data.shuffle_window_row_groups,
                               cfg.data.overfit_passages)
-    train_batches = Prefetcher(TrainBatches(order, collator, cfg.train.global_batch_size,
-                                            cfg.train.micro_batch_size, rank, world_size, start_sample=samples_seen))
+    train_batches = prefetch(TrainBatches(order, collator, cfg.train.global_batch_size, cfg.train.micro_batch_size,
+                                          rank, world_size, start_sample=samples_seen), cfg.data.num_workers)
     val_batches = validation_batches(corpus.validation_shards, collator, cfg.train.micro_batch_size, rank,
                                      world_size, cfg.data.validation_batches) if cfg.train.eval_every else []
     say(f"train: {order.epoch_size} passages per epoch in {len(order.row_groups)} row groups; "

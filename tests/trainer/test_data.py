@@ -274,3 +274,28 @@ def test_masking_rngs_are_the_per_sample_generators():
     for seed, stream, indices in ((1234, 0, [0, 1, 2**32 - 1]), (2**40, 1, [5]), (7, 1, [2**33, 3])):
         for rng, k in zip(masking_rngs(seed, stream, indices), indices):
             assert rng.random(4).tolist() == np.random.default_rng([seed, stream, k]).random(4).tolist()
+
+
+def test_worker_processes_make_exactly_the_plain_sequence(corpus_dir, tokenizer_and_ids):
+    """data.num_workers: steps made by 2 processes in turn, from a resume position, are the plain iterator's; an
+    error in a worker (a batch linking an entity outside the table) is raised in the loop as it was raised there."""
+    from trainer.data import WorkerBatches, prefetch
+
+    _, ids = tokenizer_and_ids
+    corpus = open_corpus(corpus_dir)
+    order = GlobalSampleOrder(corpus.train_shards, seed=5, window_row_groups=2)
+    collator = Collator(ids, 160, 0.3, 0.5, 5)
+    plain = TrainBatches(order, collator, 8, 4, 0, 2, start_sample=16)
+    made = prefetch(TrainBatches(order, collator, 8, 4, 0, 2, start_sample=16), num_workers=2)
+    broken = WorkerBatches(TrainBatches(order, Collator(ids, 160, 0.3, 0.5, 5, n_entities=1, source="mixed"), 8, 4,
+                                        0, 1), num_workers=1)  # started beside the others: one start-up to wait for
+    assert isinstance(made, WorkerBatches)
+    try:
+        for _ in range(5):
+            for a, b in zip(next(plain), next(made)):
+                _assert_same_batch(b, a)
+        with pytest.raises(CorpusError, match="mixed: passage .* links entity id"):
+            next(broken)
+    finally:
+        made.close(), broken.close()
+    assert not any(p.is_alive() for p in made._workers + broken._workers)

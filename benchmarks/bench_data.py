@@ -236,6 +236,10 @@ def main() -> None:
                    "rows_per_row_group_max": max(m.row_group(g).num_rows for m in md for g in range(m.num_row_groups))},
         "settings": {"workers": args.workers, "micro_batch": args.micro_batch, "max_seq_len": args.max_seq_len, "window_row_groups": args.window,
                      "batches_per_repeat": args.batches, "repeat": args.repeat, "seed": args.seed},
+        "notes": ["passages_per_cpu_s counts the CPU of this process only: for vectorised_workers, what making the "
+                  "batches costs the training process (taking them from the workers), not the workers' own CPU",
+                  "beside_busy_thread: the main thread spins in Python (holds the GIL) for the whole run; on a "
+                  "machine with fewer free cores than threads and processes, it also takes CPU from the workers"],
         "identical": same, "identical_checked_micro_batches": checked,
         "median": summary,
         "ratio_over_reference": ratios,

@@ -31,7 +31,9 @@ Speed. ``build_example`` and ``mask_example`` define a sequence and its masks pa
 passage (``ReferenceCollator``). Training reads row groups as flat arrays (``Passages``: the
 token ids and three mention fields, no Python object per token) and ``Collator`` makes the
 same batches, bit for bit, with numpy over the whole batch (tests/trainer/test_data.py;
-benchmarks/bench_data.py measures both).
+benchmarks/bench_data.py measures both). ``data.num_workers`` processes per rank make the
+steps in turn (``WorkerBatches``), outside the training loop's GIL; the loop logs how long it
+waited for them (``data_wait_s``).
 """
 from __future__ import annotations
 
@@ -693,8 +695,7 @@ class Prefetcher:
 
     The wrapped iterator is consumed strictly in order by one thread, so the batches and
     their order are exactly those of the plain iterator. The thread shares the GIL with the
-    training loop: collation is whole-batch numpy (``Collator``) so that it needs little of it
-    (benchmarks/bench_data.py); the loop logs how long it waited (``data_wait_s``).
+    training loop (``data.num_workers`` 0); ``WorkerBatches`` makes the batches outside it.
     """
 
     def __init__(self, iterator, depth: int = 2):

@@ -55,6 +55,9 @@ def test_rows_beside_zero1_2_3_compute_the_same_losses(trainer_runs, other, stag
     for step in o:
         for key in ("loss", "lm_loss", "el_loss"):
             assert o[step][key] == pytest.approx(z2[step][key], abs=tolerance), (step, key)
+    # The same passages in every step (zero3's batches are made by a worker process per rank).
+    samples = sample_ids(trainer_runs.get(other))
+    assert sorted(samples) == sorted(o) and all(samples[s] == sample_ids(trainer_runs.get("rows2"))[s] for s in o)
     if stage == 1:  # under bf16 the rows stay float32 (the reads compute in float32)
         shard = torch.load(trainer_runs.get(other) / "checkpoints" / f"step_{SHORT:08d}" / "entity_rows_00000.pt",
                            weights_only=False)

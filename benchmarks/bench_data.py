@@ -226,8 +226,14 @@ def main() -> None:
         "wall": ratio(variant, mode, "passages_per_s"), "cpu": ratio(variant, mode, "passages_per_cpu_s")}
         for mode in modes for variant in variants[1:]}
     md = [pq.ParquetFile(p).metadata for p in corpus.train_shards]
+    headline = {f"{name}_passages_per_s": round(s["passages_per_s"]) for name, s in summary.items()}
+    headline.update({f"{name}_passages_per_cpu_s": round(s["passages_per_cpu_s"]) for name, s in summary.items()})
     results = {
         "what": __doc__.splitlines()[0],
+        "input": corpus.manifest.get("config", {}).get("input", ""),  # the dump the corpus was made from
+        **headline,
+        "vectorised_over_reference_wall": ratios["vectorised, alone"]["wall"],
+        "vectorised_over_reference_cpu": ratios["vectorised, alone"]["cpu"],
         "machine": {"node": platform.node(), "platform": platform.platform(), "processor": platform.processor(),
                     "cpus": os.cpu_count(), "cpus_usable": len(os.sched_getaffinity(0)),
                     "load_average_before": load_before, "load_average_after": os.getloadavg(),

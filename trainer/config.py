@@ -67,6 +67,9 @@ class DataConfig:
     validation_batches: int = option(4, "micro-batches per rank in a validation pass (0: the whole validation split)")
     overfit_passages: int = option(0, "train on only the first K passages of the train split, repeated (a debugging and "
                                   "test knob: the model should memorise them; 0: off)")
+    num_workers: int = option(1, "processes per rank that make the training batches ahead of the loop, outside its GIL "
+                              "(steps in turn: the same batches); 0: a thread of the rank (a loop busy in Python "
+                              "starves it: benchmarks/bench_data.py)")
 
 
 @dataclass
@@ -168,6 +171,8 @@ def validate(cfg: Config) -> None:
         raise SystemExit("model.d_model must be divisible by model.attention_heads")
     if not 0 <= cfg.data.random_token_mask_prob <= 1 or not 0 <= cfg.data.salient_span_mask_prob <= 1:
         raise SystemExit("masking probabilities must be in [0, 1]")
+    if cfg.data.num_workers < 0:
+        raise SystemExit(f"data.num_workers must be >= 0, got {cfg.data.num_workers}")
     if cfg.model.memory_partition not in ("auto", "rows", "replicated"):
         raise SystemExit(f"model.memory_partition must be auto, rows or replicated, got {cfg.model.memory_partition!r}")
     if cfg.model.memory_kernel not in ("auto", "triton", "blocked"):

@@ -26,13 +26,24 @@ mention has all its tokens masked with P_ssm (salient span masking), then every 
 non-special token with P_rtm. Special tokens (<s>, </s>, [Es], [Ee], <pad>) are never
 masked; chosen tokens become <mask>. The masking RNG is seeded by (seed, global sample
 index), so masks do not depend on ranks, workers or resumption.
+
+Speed. ``build_example`` and ``mask_example`` define a sequence and its masks passage by
+passage (``ReferenceCollator``). Training reads row groups as flat arrays (``Passages``: the
+token ids and three mention fields, no Python object per token) and ``Collator`` makes the
+same batches, bit for bit, with numpy over the whole batch (tests/trainer/test_data.py;
+benchmarks/bench_data.py measures both). ``data.num_workers`` processes per rank make the
+steps in turn (``WorkerBatches``), outside the training loop's GIL; the loop logs how long it
+waited for them (``data_wait_s``).
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import torch
 
@@ -165,33 +176,43 @@ class Example:
     truncated_tokens: int
 
 
-def build_example(token_ids, mentions, ids: TokenIds, max_seq_len: int) -> Example:
+def select_mentions(n_tokens: int, starts: list[int], ends: list[int], entity_ids: list[int],
+                    max_seq_len: int) -> tuple[list[tuple[int, int, int]], int, int]:
+    """Which mentions keep their markers, and how many tokens stay: -> ([(start, end, entity id)], kept tokens,
+    dropped mentions). The rules of the module docstring; shared by ``build_example`` and ``Collator``."""
     budget = max_seq_len - 2  # <s> and </s>
-    tokens = list(token_ids)
     spans, last_end = [], 0
     dropped = 0
-    for m in sorted(mentions, key=lambda m: (m["token_start"], -m["token_end"])):
-        start, end = m["token_start"], m["token_end"]
-        if start < last_end or not 0 <= start < end <= len(tokens):
+    for i in sorted(range(len(starts)), key=lambda i: (starts[i], -ends[i])):
+        start, end = starts[i], ends[i]
+        if start < last_end or not 0 <= start < end <= n_tokens:
             dropped += 1  # overlapping or malformed: the markers cannot nest
             continue
-        spans.append((start, end, m["entity_id"]))
+        spans.append((start, end, entity_ids[i]))
         last_end = end
-    truncated = max(0, len(tokens) - budget)
-    if truncated:
+    kept_tokens = n_tokens
+    if n_tokens > budget:
         # Keep the most leading mentions whose markers fit beside them: the k-th mention (end e_k) survives
         # when e_k + 2k <= budget; the text is then cut to budget - 2k tokens (never all the markers for the
         # sake of a few tail tokens, which would leave a passage longer than the budget without any mention).
         keep = 0
         while keep < len(spans) and spans[keep][1] + 2 * (keep + 1) <= budget:
             keep += 1
-        tokens = tokens[:budget - 2 * keep]
-        truncated = len(token_ids) - len(tokens)
+        kept_tokens = len(range(n_tokens)[:budget - 2 * keep])
         dropped += len(spans) - keep
         spans = spans[:keep]
-    while spans and len(tokens) + 2 * len(spans) > budget:
+    while spans and kept_tokens + 2 * len(spans) > budget:
         spans.pop()
         dropped += 1
+    return spans, kept_tokens, dropped
+
+
+def build_example(token_ids, mentions, ids: TokenIds, max_seq_len: int) -> Example:
+    """One passage's sequence (the per-example definition; ``Collator`` builds whole batches at once)."""
+    spans, kept, dropped = select_mentions(len(token_ids), [m["token_start"] for m in mentions],
+                                           [m["token_end"] for m in mentions], [m["entity_id"] for m in mentions],
+                                           max_seq_len)
+    tokens = list(token_ids)[:kept]
     seq, entity_ids, out_spans = [ids.bos], [0], []
     cursor = 0
     for start, end, entity_id in spans:
@@ -204,11 +225,28 @@ def build_example(token_ids, mentions, ids: TokenIds, max_seq_len: int) -> Examp
         cursor = end
     seq += tokens[cursor:] + [ids.eos]
     entity_ids += [0] * (len(tokens) - cursor + 1)
-    return Example(seq, entity_ids, out_spans, dropped, truncated)
+    return Example(seq, entity_ids, out_spans, dropped, len(token_ids) - kept)
+
+
+def masking_rngs(seed: int, masking_stream: int, sample_indices: list[int]):
+    """The masking RNG of each sample: ``default_rng([seed, masking_stream, sample_index])``.
+
+    Values below 2**32 are passed as uint32 arrays, the very words SeedSequence makes of the list (the
+    same streams), at half the cost of converting a list.
+    """
+    keys = [(seed, masking_stream, k) for k in sample_indices]
+    if all(0 <= v < 2**32 for v in (seed, masking_stream, *sample_indices)):
+        keys = np.array(keys, dtype=np.uint32)
+    for key in keys:
+        yield np.random.default_rng(key if isinstance(key, np.ndarray) else list(key))
 
 
 def mask_example(example: Example, rng: np.random.Generator, ids: TokenIds, p_rtm: float, p_ssm: float):
-    """-> (masked token list, [Es] positions whose mention was span-masked)."""
+    """-> (masked token list, [Es] positions whose mention was span-masked).
+
+    The per-example definition of the masking: one draw per mention (span masking), then one per position
+    (random tokens), in that order, from the sample's own RNG.
+    """
     masked = np.array(example.tokens)
     chosen = np.zeros(len(masked), dtype=bool)
     ssm_positions = []
@@ -230,17 +268,107 @@ def check_entity_ids(rows: list[dict], n_entities: int, source: str) -> None:
         for m in row["mentions"]:
             eid = m["entity_id"]
             if not 0 <= eid < n_entities:
-                raise CorpusError(f"{source}: passage {row['passage_id']!r} links entity id {eid}, outside the "
-                                  f"entity vocabulary of this corpus (ids 0..{n_entities - 1}): its passages were "
-                                  f"built with a different entity vocabulary")
+                raise CorpusError(_entity_id_error(source, row["passage_id"], eid, n_entities))
+
+
+def _entity_id_error(source: str, passage_id: str, entity_id: int, n_entities: int) -> str:
+    return (f"{source}: passage {passage_id!r} links entity id {entity_id}, outside the entity vocabulary of this "
+            f"corpus (ids 0..{n_entities - 1}): its passages were built with a different entity vocabulary")
+
+
+@dataclass
+class Passages:
+    """Passages as flat arrays, in Arrow's own layout: passage b's tokens are
+    ``token_ids[token_offsets[b]:token_offsets[b + 1]]``, its mentions likewise by ``mention_offsets``.
+
+    A row group read into this form holds no Python object per token or mention (``to_pylist`` made
+    one per token: most of the data path's time), and a batch is collated from it with numpy.
+    """
+    passage_ids: list[str]
+    token_ids: np.ndarray  # int32, every passage's tokens one after the other
+    token_offsets: np.ndarray  # int64, len(passages) + 1, starting at 0
+    mention_starts: np.ndarray  # int32 token_start of every mention
+    mention_ends: np.ndarray  # int32 token_end (exclusive)
+    mention_entity_ids: np.ndarray  # int32
+    mention_offsets: np.ndarray  # int64, len(passages) + 1, starting at 0
+
+    def __len__(self) -> int:
+        return len(self.passage_ids)
+
+    @classmethod
+    def from_table(cls, table: pa.Table) -> Passages:
+        """From a table with passage_id, token_ids and mentions (mentions may hold only the three fields read)."""
+        tokens = table.column("token_ids").combine_chunks()
+        mentions = table.column("mentions").combine_chunks()
+        token_values, token_offsets = _list_parts(tokens)
+        struct, mention_offsets = _list_parts(mentions)
+        fields = dict(zip((f.name for f in struct.type), struct.flatten()))
+        return cls(table.column("passage_id").to_pylist(), token_values.to_numpy(), token_offsets,
+                   *(fields[name].to_numpy() for name in ("token_start", "token_end", "entity_id")), mention_offsets)
+
+    @classmethod
+    def from_rows(cls, rows: list[dict]) -> Passages:
+        """From rows as ``to_pylist`` gives them (validation batches, tests)."""
+        def offsets(lengths):
+            return np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]).astype(np.int64)
+
+        mentions = [m for r in rows for m in r["mentions"]]
+        column = lambda key: np.array([m[key] for m in mentions], dtype=np.int32)  # noqa: E731
+        return cls([r["passage_id"] for r in rows],
+                   np.array([t for r in rows for t in r["token_ids"]], dtype=np.int32),
+                   offsets([len(r["token_ids"]) for r in rows]),
+                   column("token_start"), column("token_end"), column("entity_id"),
+                   offsets([len(r["mentions"]) for r in rows]))
+
+    @classmethod
+    def gather(cls, parts: list[tuple[Passages, int]]) -> Passages:
+        """The passages ``source[row]`` of ``parts``, in that order, as one batch."""
+        tokens, mentions, n_tokens, n_mentions = [], [], [], []
+        for p, r in parts:
+            lo, hi = p.token_offsets[r], p.token_offsets[r + 1]
+            tokens.append(p.token_ids[lo:hi]), n_tokens.append(hi - lo)
+            lo, hi = p.mention_offsets[r], p.mention_offsets[r + 1]
+            mentions.append((p.mention_starts[lo:hi], p.mention_ends[lo:hi], p.mention_entity_ids[lo:hi]))
+            n_mentions.append(hi - lo)
+        offsets = lambda lengths: np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)])  # noqa: E731
+        columns = [np.concatenate([np.zeros(0, np.int32), *column]) for column in zip(*mentions)] if parts else \
+            [np.zeros(0, np.int32)] * 3
+        return cls([p.passage_ids[r] for p, r in parts], np.concatenate([np.zeros(0, np.int32), *tokens]),
+                   offsets(n_tokens), *columns, offsets(n_mentions))
+
+    def to_rows(self) -> list[dict]:
+        """Rows as ``to_pylist`` gives them, with the mention fields the collators read."""
+        tokens, mentions = self.token_ids.tolist(), zip(self.mention_starts.tolist(), self.mention_ends.tolist(),
+                                                        self.mention_entity_ids.tolist())
+        mentions = [{"token_start": s, "token_end": e, "entity_id": i} for s, e, i in mentions]
+        t, m = self.token_offsets.tolist(), self.mention_offsets.tolist()
+        return [{"passage_id": pid, "token_ids": tokens[t[b]:t[b + 1]], "mentions": mentions[m[b]:m[b + 1]]}
+                for b, pid in enumerate(self.passage_ids)]
+
+    def check_entity_ids(self, n_entities: int, source: str) -> None:
+        """``check_entity_ids`` over the whole batch at once: the same error, for the same first bad mention."""
+        bad = np.flatnonzero((self.mention_entity_ids < 0) | (self.mention_entity_ids >= n_entities))
+        if len(bad):
+            row = int(np.searchsorted(self.mention_offsets, bad[0], side="right")) - 1
+            raise CorpusError(_entity_id_error(source, self.passage_ids[row], int(self.mention_entity_ids[bad[0]]),
+                                               n_entities))
+
+
+def _list_parts(array: pa.ListArray) -> tuple[pa.Array, np.ndarray]:
+    """A list array's values (only those its rows cover) and its offsets from 0."""
+    offsets = array.offsets.to_numpy().astype(np.int64)
+    values = array.values.slice(int(offsets[0]), int(offsets[-1] - offsets[0]))
+    return values, offsets - offsets[0]
 
 
 class Collator:
     """Passages -> a padded batch of tensors for ``EDMem.forward`` (plus bookkeeping).
 
-    With ``n_entities`` set, every mention's entity id is checked against the table size first
-    (``check_entity_ids``): a corpus mixed from two runs fails with its name and the bad id,
-    not with an IndexError or a device-side assert deep in the model.
+    The batch is exactly the one ``ReferenceCollator`` builds example by example (``build_example``,
+    ``mask_example``; the tests compare them tensor for tensor), made with numpy over the whole batch:
+    Python runs per passage and per mention, never per token. With ``n_entities`` set, every mention's
+    entity id is checked against the table size first: a corpus mixed from two runs fails with its
+    name and the bad id, not with an IndexError or a device-side assert deep in the model.
     """
 
     def __init__(self, ids: TokenIds, max_seq_len: int, p_rtm: float, p_ssm: float, seed: int,
@@ -248,7 +376,105 @@ class Collator:
         self.ids, self.max_seq_len, self.p_rtm, self.p_ssm, self.seed = ids, max_seq_len, p_rtm, p_ssm, seed
         self.n_entities, self.source = n_entities, source
 
-    def __call__(self, rows: list[dict], sample_indices: list[int], masking_stream: int = 0) -> dict:
+    def __call__(self, passages: Passages | list[dict], sample_indices: list[int], masking_stream: int = 0) -> dict:
+        if not isinstance(passages, Passages):
+            passages = Passages.from_rows(passages)
+        ids = self.ids
+        if self.n_entities is not None:
+            passages.check_entity_ids(self.n_entities, self.source)
+        # Per passage (Python ints, a few mentions each): which mentions keep markers, how many tokens stay.
+        B = len(passages)
+        n_tokens = np.diff(passages.token_offsets)
+        starts, ends = passages.mention_starts.tolist(), passages.mention_ends.tolist()
+        entities, bounds = passages.mention_entity_ids.tolist(), passages.mention_offsets.tolist()
+        kept, n_spans, spans, dropped = [], [], [], 0
+        for b, n in enumerate(n_tokens.tolist()):
+            lo, hi = bounds[b], bounds[b + 1]
+            row_spans, row_kept, row_dropped = select_mentions(n, starts[lo:hi], ends[lo:hi], entities[lo:hi],
+                                                               self.max_seq_len)
+            spans += row_spans
+            kept.append(row_kept), n_spans.append(len(row_spans))
+            dropped += row_dropped
+        kept, n_spans = np.array(kept, dtype=np.int64), np.array(n_spans, dtype=np.int64)
+        span_start, span_end, span_entity = np.fromiter(chain.from_iterable(spans), dtype=np.int64,
+                                                        count=3 * len(spans)).reshape(-1, 3).T
+        first_span = np.concatenate([[0], np.cumsum(n_spans)])
+        span_row = np.repeat(np.arange(B), n_spans)
+        span_rank = np.arange(len(spans)) - first_span[span_row]  # i: the passage's i-th kept mention
+        lengths = kept + 2 * n_spans + 2  # <s> tokens </s> and two markers per mention
+        S = int(lengths.max())
+        # Positions: <s> at 0; token j after the j tokens, the [Es] of every mention starting at or before j
+        # and the [Ee] of every mention ending at or before j; [Es] of the i-th mention at 1 + start + 2i.
+        boundaries = np.zeros((B, int(kept.max()) + 1), dtype=np.int64)
+        boundaries[span_row, span_start] += 1  # starts are distinct within a passage, and so are ends
+        boundaries[span_row, span_end] += 1
+        before = np.cumsum(boundaries, axis=1)
+        token_row = np.repeat(np.arange(B), n_tokens)
+        token_pos = np.arange(len(passages.token_ids)) - np.repeat(passages.token_offsets[:-1], n_tokens)
+        keep = token_pos < kept[token_row]
+        token_row, token_pos = token_row[keep], token_pos[keep]
+        es_col = 1 + span_start + 2 * span_rank
+        ee_col = 2 + span_end + 2 * span_rank
+        seq = np.full((B, S), ids.pad, dtype=np.int64)
+        seq[:, 0] = ids.bos
+        seq[token_row, 1 + token_pos + before[token_row, token_pos]] = passages.token_ids[keep]
+        seq[span_row, es_col] = ids.entity_start
+        seq[span_row, ee_col] = ids.entity_end
+        seq[np.arange(B), lengths - 1] = ids.eos
+        entity_ids = np.zeros((B, S), dtype=np.int64)
+        entity_ids[span_row, es_col] = span_entity
+        # Masking: each sample's own RNG draws its mentions', then its positions' uniforms (mask_example's order).
+        token_draws = np.ones((B, S))  # 1.0 at padding: never below a probability
+        span_draws = [np.zeros(0)]
+        for b, (rng, row_spans, length) in enumerate(zip(masking_rngs(self.seed, masking_stream, sample_indices),
+                                                         n_spans.tolist(), lengths.tolist())):
+            span_draws.append(rng.random(row_spans))
+            rng.random(out=token_draws[b, :length])
+        span_draws = np.concatenate(span_draws)
+        span_masked = span_draws < self.p_ssm
+        inside = np.zeros((B, S + 1), dtype=np.int64)  # +1 from a chosen mention's first token to its [Ee]
+        inside[span_row[span_masked], es_col[span_masked] + 1] += 1
+        inside[span_row[span_masked], ee_col[span_masked]] -= 1
+        maskable = np.logical_and.reduce([seq != s for s in ids.special])
+        chosen = ((np.cumsum(inside, axis=1)[:, :S] > 0) | (token_draws < self.p_rtm)) & maskable
+        masked_mentions = np.zeros((B, S), dtype=bool)
+        masked_mentions[span_row[span_masked], es_col[span_masked]] = True
+        labels = np.where(np.arange(S) < lengths[:, None], seq, -100)
+        input_ids = np.where(chosen, ids.mask, seq)
+        # Decoder: teacher forcing on the original sequence, shifted right, starting with </s> (BART's convention).
+        decoder_input_ids = np.empty_like(seq)
+        decoder_input_ids[:, 0], decoder_input_ids[:, 1:] = ids.eos, seq[:, :-1]
+        arrays = {
+            "input_ids": input_ids,
+            "attention_mask": input_ids != ids.pad,
+            "decoder_input_ids": decoder_input_ids,
+            "labels": labels,
+            "entity_ids": entity_ids,
+            "decoder_entity_ids": _shift_right(entity_ids),
+            "masked_mentions": masked_mentions,
+            "decoder_masked_mentions": _shift_right(masked_mentions),
+        }
+        return {**{k: torch.from_numpy(v) for k, v in arrays.items()},
+                # bookkeeping, not model inputs
+                "passage_ids": list(passages.passage_ids),
+                "sample_indices": list(sample_indices),
+                "dropped_mentions": dropped,
+                "truncated_tokens": int((n_tokens - kept).sum())}
+
+
+def _shift_right(a: np.ndarray) -> np.ndarray:
+    out = np.zeros_like(a)
+    out[:, 1:] = a[:, :-1]
+    return out
+
+
+class ReferenceCollator(Collator):
+    """The batch built example by example (``build_example``, ``mask_example``): the definition that ``Collator``
+    must reproduce exactly. The tests and benchmarks/bench_data.py compare the two; training uses ``Collator``."""
+
+    def __call__(self, rows: Passages | list[dict], sample_indices: list[int], masking_stream: int = 0) -> dict:
+        if isinstance(rows, Passages):
+            rows = rows.to_rows()
         ids = self.ids
         if self.n_entities is not None:
             check_entity_ids(rows, self.n_entities, self.source)
@@ -345,36 +571,45 @@ class GlobalSampleOrder:
 
 
 class RowReader:
-    """Reads passages by (row group, row), one window's row groups in memory at a time."""
+    """Reads passages by (row group, row), one window's row groups in memory at a time, as ``Passages``."""
 
     def __init__(self, order: GlobalSampleOrder):
         self.order = order
-        self._files: dict[int, pq.ParquetFile] = {}
-        self._cache: dict[int, list[dict]] = {}
+        self._files: dict[int, tuple[pq.ParquetFile, list[str]]] = {}
+        self._cache: dict[int, Passages] = {}
         self._cache_key = None
 
-    def rows(self, key, needed: list[tuple[int, int]]) -> list[dict]:
+    def row_group(self, key, g: int) -> Passages:
+        """Row group ``g`` (an index into ``order.row_groups``) of the window ``key``."""
         if self._cache_key != key:  # a new window: forget the previous one (bounded memory)
             self._cache, self._cache_key = {}, key
-        out = []
-        for g, r in needed:
-            if g not in self._cache:
-                s, rg, _ = self.order.row_groups[g]
-                if s not in self._files:
-                    self._files[s] = pq.ParquetFile(self.order.shards[s])
-                self._cache[g] = self._files[s].read_row_group(rg, columns=_COLUMNS).to_pylist()
-            out.append(self._cache[g][r])
-        return out
+        if g not in self._cache:
+            s, rg, _ = self.order.row_groups[g]
+            if s not in self._files:
+                f = pq.ParquetFile(self.order.shards[s])
+                self._files[s] = f, passage_columns(f)
+            f, columns = self._files[s]
+            self._cache[g] = Passages.from_table(f.read_row_group(rg, columns=columns))
+        return self._cache[g]
+
+
+def passage_columns(f: pq.ParquetFile) -> list[str]:
+    """The Parquet columns the collator reads: passage_id, token_ids and three of the mentions' eight fields."""
+    wanted = {"token_start", "token_end", "entity_id"}
+    paths = [f.schema.column(i).path for i in range(f.metadata.num_columns)]
+    mentions = [p for p in paths if p.startswith("mentions.") and p.rsplit(".", 1)[-1] in wanted]
+    return ["passage_id", "token_ids", *mentions] if len(mentions) == len(wanted) else _COLUMNS
 
 
 class TrainBatches:
     """This rank's micro-batches, global batch after global batch, from a global sample index on.
 
     Yields lists of micro-batches: one optimizer step's worth (global_batch / world / micro of them).
+    With ``every_steps`` = n, only every n-th step from the start (what one of n worker processes makes).
     """
 
     def __init__(self, order: GlobalSampleOrder, collator: Collator, global_batch: int, micro_batch: int,
-                 rank: int, world_size: int, start_sample: int = 0):
+                 rank: int, world_size: int, start_sample: int = 0, every_steps: int = 1):
         if global_batch % (micro_batch * world_size):
             raise ValueError(f"global batch {global_batch} is not a multiple of micro batch {micro_batch} "
                              f"x {world_size} ranks")
@@ -384,22 +619,24 @@ class TrainBatches:
         self.global_batch, self.micro_batch = global_batch, micro_batch
         self.rank, self.world_size = rank, world_size
         self.samples_seen = start_sample  # global samples consumed by all ranks together: the resume position
+        self.every_steps = every_steps
         self.reader = RowReader(order)
+        self._window_key, self._window_rows = None, []
 
     @property
     def accumulation_steps(self) -> int:
         return self.global_batch // (self.micro_batch * self.world_size)
 
-    def _samples(self, first: int, count: int) -> tuple[list[dict], list[int]]:
-        rows, indices = [], list(range(first, first + count))
-        by_window: dict[tuple[int, int], list[tuple[int, int]]] = {}
-        for k in indices:
+    def _samples(self, first: int, count: int) -> tuple[Passages, list[int]]:
+        parts, k = [], first
+        while k < first + count:  # consecutive samples, window by window
             epoch, window, pos = self.order.locate(k)
-            by_window.setdefault((epoch, window), []).append(pos)
-        for (epoch, window), positions in by_window.items():
-            pairs = self.order.window_rows(epoch, window)
-            rows += self.reader.rows((epoch, window), [pairs[p] for p in positions])
-        return rows, indices
+            if self._window_key != (epoch, window):  # the window's shuffle, made once per window
+                self._window_key, self._window_rows = (epoch, window), self.order.window_rows(epoch, window)
+            taken = self._window_rows[pos:pos + first + count - k]
+            parts += [(self.reader.row_group((epoch, window), g), r) for g, r in taken]
+            k += len(taken)
+        return Passages.gather(parts), list(range(first, first + count))
 
     def __iter__(self):
         return self
@@ -409,9 +646,9 @@ class TrainBatches:
         first = self.samples_seen + self.rank * per_rank
         micro_batches = []
         for m in range(self.accumulation_steps):
-            rows, indices = self._samples(first + m * self.micro_batch, self.micro_batch)
-            micro_batches.append(self.collator(rows, indices))
-        self.samples_seen += self.global_batch
+            passages, indices = self._samples(first + m * self.micro_batch, self.micro_batch)
+            micro_batches.append(self.collator(passages, indices))
+        self.samples_seen += self.global_batch * self.every_steps
         return micro_batches
 
 
@@ -448,12 +685,17 @@ def validation_batches(shards: list[Path], collator: Collator, micro_batch: int,
     return batches
 
 
+def prefetch(batches: TrainBatches, num_workers: int, depth: int = 2):
+    """The training loop's batches, made ahead: in ``num_workers`` processes, or in a thread when 0."""
+    return WorkerBatches(batches, num_workers, depth) if num_workers > 0 else Prefetcher(batches, depth)
+
+
 class Prefetcher:
     """Makes the next steps' batches in a background thread while the current step computes.
 
     The wrapped iterator is consumed strictly in order by one thread, so the batches and
-    their order are exactly those of the plain iterator (reading Parquet and collating
-    release the GIL for most of their time).
+    their order are exactly those of the plain iterator. The thread shares the GIL with the
+    training loop (``data.num_workers`` 0); ``WorkerBatches`` makes the batches outside it.
     """
 
     def __init__(self, iterator, depth: int = 2):
@@ -505,3 +747,93 @@ class Prefetcher:
         exception") after a run that otherwise finished."""
         self._stop.set()
         self._thread.join()
+
+
+class WorkerBatches:
+    """``TrainBatches`` made by worker processes, ahead of the training loop and outside its GIL.
+
+    Worker w of n makes steps w, w + n, w + 2n, ... of the sequence (``every_steps``); the loop takes
+    them from the workers in turn, so it gets exactly the plain iterator's batches, in its order
+    (the masks depend on the sample index only). Batches travel as numpy arrays through a pipe.
+    An error in a worker is raised in the loop; a worker that dies is reported with its exit code.
+    """
+
+    def __init__(self, batches: TrainBatches, num_workers: int, depth: int = 2):
+        import multiprocessing
+
+        context = multiprocessing.get_context("spawn")  # never fork a process that holds CUDA or threads
+        self._stop = context.Event()
+        self._queues = [context.Queue(maxsize=max(1, depth)) for _ in range(num_workers)]
+        self._workers = []
+        for w, queue in enumerate(self._queues):
+            mine = TrainBatches(batches.order, batches.collator, batches.global_batch, batches.micro_batch,
+                                batches.rank, batches.world_size, batches.samples_seen + w * batches.global_batch,
+                                every_steps=num_workers)
+            process = context.Process(target=_make_batches, args=(mine, queue, self._stop, os.getpid()),
+                                      daemon=True, name=f"batch-worker-{w}")
+            process.start()
+            self._workers.append(process)
+        self._turn = 0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> list[dict]:
+        import queue
+
+        w, self._turn = self._turn, (self._turn + 1) % len(self._workers)
+        while True:
+            try:
+                kind, value = self._queues[w].get(timeout=1.0)
+                break
+            except queue.Empty:
+                if not self._workers[w].is_alive() and self._queues[w].empty():
+                    raise RuntimeError(f"batch worker {w} died (exit code {self._workers[w].exitcode})") from None
+        if kind == "error":
+            raise value
+        return [{k: torch.from_numpy(v) if isinstance(v, np.ndarray) else v for k, v in mb.items()} for mb in value]
+
+    def close(self) -> None:
+        """Stop the workers and wait for them (terminated if one does not stop within seconds)."""
+        self._stop.set()
+        for process in self._workers:
+            process.join(timeout=10)
+            if process.is_alive():
+                process.terminate()
+                process.join()
+        for queue in self._queues:
+            queue.close()
+            queue.cancel_join_thread()
+
+
+def _make_batches(batches: TrainBatches, queue, stop, parent: int) -> None:
+    """A worker process: put every step ``batches`` makes on ``queue`` until ``stop`` is set or the rank is gone
+    (a rank killed with SIGKILL sets nothing: its workers see their parent change)."""
+    import queue as queues
+
+    torch.set_num_threads(1)
+
+    def put(entry) -> bool:
+        while not stop.is_set() and os.getppid() == parent:
+            try:
+                queue.put(entry, timeout=0.1)
+                return True
+            except queues.Full:
+                continue
+        return False
+
+    try:
+        for micro_batches in batches:
+            arrays = [{k: v.numpy() if isinstance(v, torch.Tensor) else v for k, v in mb.items()} for mb in micro_batches]
+            if not put(("item", arrays)):
+                break
+    except BaseException as exc:  # raised in the training loop, not lost with this process
+        import pickle
+
+        try:
+            pickle.dumps(exc)
+        except Exception:
+            exc = RuntimeError(f"{type(exc).__name__}: {exc}")
+        if put(("error", exc)):
+            return  # the queue's thread sends it before the process exits: the loop is waiting for it
+    queue.cancel_join_thread()  # stopped: exit without flushing what the loop will never read

@@ -13,7 +13,8 @@ SUM_KEYS = ("lm_sum", "lm_tokens", "el_enc_sum", "el_enc_count", "el_dec_sum", "
             "el_head_sum", "el_head_count", "el_enc_correct", "el_dec_correct", "el_head_correct",
             "el_correct_masked", "el_masked", "el_correct")
 # Counted on the host from the batches and the trainer (no device work).
-EXTRA_KEYS = ("input_tokens", "dropped_mentions", "truncated_tokens", "samples", "memory_comm_bytes", "steps")
+EXTRA_KEYS = ("input_tokens", "dropped_mentions", "truncated_tokens", "samples", "memory_comm_bytes", "steps",
+              "data_wait_s")
 READS = ("enc", "dec", "head")
 
 # Dense bf16 peak TFLOP/s per device, for MFU.
@@ -43,8 +44,10 @@ class StepAccumulator:
         self.extras["truncated_tokens"] += batch["truncated_tokens"]
         self.extras["samples"] += len(batch["passage_ids"])
 
-    def add_step(self, memory_comm_bytes: float) -> None:
+    def add_step(self, memory_comm_bytes: float, data_wait_s: float = 0.0) -> None:
+        """One optimizer step: the memory's bytes, and how long the loop waited for the step's batches."""
         self.extras["memory_comm_bytes"] += memory_comm_bytes
+        self.extras["data_wait_s"] += data_wait_s
         self.extras["steps"] += 1
 
     def reduce(self, device) -> dict:
@@ -76,8 +79,9 @@ def summarize(s: dict, el_weight: float) -> dict:
     }
     for r in READS:  # acc@1 of each read on mentions with a known entity
         record[f"el_acc_{r}"] = s[f"el_{r}_correct"] / max(s[f"el_{r}_count"], 1)
-    if s.get("steps"):  # bytes the entity memory communicated, per rank per optimizer step
-        record["memory_comm_bytes"] = s["memory_comm_bytes"] / s["steps"]  # both summed over ranks
+    if s.get("steps"):  # per rank per optimizer step (each sum is over ranks)
+        record["memory_comm_bytes"] = s["memory_comm_bytes"] / s["steps"]  # bytes the entity memory communicated
+        record["data_wait_s"] = s["data_wait_s"] / s["steps"]  # seconds the loop waited for the step's batches
     return record
 
 
@@ -175,7 +179,8 @@ class MetricsLog:
         fields = [f"step {record['step']}"]
         for key, fmt in (("loss", ".4f"), ("lm_loss", ".4f"), ("el_loss", ".4f"), ("el_acc", ".3f"),
                          ("el_acc_enc", ".3f"), ("lr", ".2e"), ("grad_norm", ".3f"), ("tokens_per_s", ".0f"),
-                         ("mfu", ".3f"), ("memory_comm_bytes", ".3g"), ("dropped_mentions", "d")):
+                         ("mfu", ".3f"), ("data_wait_frac", ".3f"), ("memory_comm_bytes", ".3g"),
+                         ("dropped_mentions", "d")):
             if record.get(key) is not None:
                 fields.append(f"{key} {record[key]:{fmt}}")
         print(f"[{record.get('split', 'train')}] " + " | ".join(fields), flush=True)

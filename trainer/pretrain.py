@@ -15,6 +15,7 @@ import json
 import os
 import random
 import sys
+import time
 from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script (deepspeed trainer/pretrain.py): make `trainer` importable
@@ -30,10 +31,10 @@ from trainer.data import (
     Collator,
     CorpusError,
     GlobalSampleOrder,
-    Prefetcher,
     TrainBatches,
     load_tokenizer,
     open_corpus,
+    prefetch,
     validation_batches,
 )
 from trainer.jit_ops import prebuild_deepspeed_comm_op
@@ -256,8 +257,8 @@ def train(argv: list[str] | None = None) -> None:
                         cfg.data.salient_span_mask_prob, cfg.train.seed, corpus.n_entities, str(corpus.root))
     order = GlobalSampleOrder(corpus.train_shards, cfg.train.seed, cfg.data.shuffle_window_row_groups,
                               cfg.data.overfit_passages)
-    train_batches = Prefetcher(TrainBatches(order, collator, cfg.train.global_batch_size,
-                                            cfg.train.micro_batch_size, rank, world_size, start_sample=samples_seen))
+    train_batches = prefetch(TrainBatches(order, collator, cfg.train.global_batch_size, cfg.train.micro_batch_size,
+                                          rank, world_size, start_sample=samples_seen), cfg.data.num_workers)
     val_batches = validation_batches(corpus.validation_shards, collator, cfg.train.micro_batch_size, rank,
                                      world_size, cfg.data.validation_batches) if cfg.train.eval_every else []
     say(f"train: {order.epoch_size} passages per epoch in {len(order.row_groups)} row groups; "
@@ -291,7 +292,9 @@ def train(argv: list[str] | None = None) -> None:
     steps_this_run = 0
     memory_grad_norm = None
     while step < cfg.train.max_steps:
+        waiting = time.perf_counter()  # host time blocked on the prefetcher: the data path not keeping up
         micro_batches = next(train_batches)
+        data_wait_s = time.perf_counter() - waiting
         samples_seen += cfg.train.global_batch_size  # the resume position (the prefetcher runs ahead)
         for batch in micro_batches:
             out = engine(**to_device(batch, device))
@@ -300,7 +303,7 @@ def train(argv: list[str] | None = None) -> None:
             acc.add(out, batch)  # device-side sums: no host synchronisation per micro-batch
         if rows is not None:  # the accumulation boundary: step this rank's rows
             memory_grad_norm = rows.step(cfg.optim.grad_clip)
-        acc.add_step(rows.comm.take() if rows is not None else comm_per_step)
+        acc.add_step(rows.comm.take() if rows is not None else comm_per_step, data_wait_s)
         step += 1
         steps_this_run += 1
         if cfg.train.log_sample_ids:
@@ -318,6 +321,7 @@ def train(argv: list[str] | None = None) -> None:
                       "tokens_per_s": sums["input_tokens"] / elapsed, "samples": int(sums["samples"]),
                       "samples_seen": samples_seen,
                       "step_time_s": elapsed * sums["world_size"] / max(sums["steps"], 1)}
+            record["data_wait_frac"] = record["data_wait_s"] / record["step_time_s"]  # of the loop's time, rank mean
             if isinstance(record["grad_norm"], torch.Tensor):
                 record["grad_norm"] = record["grad_norm"].item()
             if memory_grad_norm is not None:

@@ -13,7 +13,7 @@ with the same schedule (``train.stop_after_steps``), so their losses compare ste
                      KILL_AT (after its step-CHECKPOINT_AT checkpoint) is logged, then rerun: it resumes on 2 ranks
     rows2_on_1_rank  rows2's step-CHECKPOINT_AT checkpoint resumed on 1 rank (universal conversion, rows re-cut)
     replicated1      1 rank, the replicated table
-    zero3            rows beside ZeRO-3, SHORT steps
+    zero3            rows beside ZeRO-3, SHORT steps, the batches made by a worker process per rank (data.num_workers)
     zero1_bf16       rows beside ZeRO-1, in bf16 (the rows stay float32), SHORT steps
     zero3_replicated the replicated table really partitioned by ZeRO-3 (persistence threshold 0), SHORT steps
 """
@@ -124,7 +124,8 @@ class Runs:
             elif name == "replicated1":
                 run(self.corpus, d, 1)
             elif name == "zero3":
-                run(self.corpus, d, 2, "--deepspeed_config", "configs/deepspeed/zero3.json", *short)
+                run(self.corpus, d, 2, "--deepspeed_config", "configs/deepspeed/zero3.json", "--data.num_workers", "1",
+                    *short)
             elif name == "zero1_bf16":
                 run(self.corpus, d, 2, "--deepspeed_config", "configs/deepspeed/zero1.json", "--train.bf16", "true",
                     *short)

@@ -12,9 +12,12 @@ from trainer.data import (
     Collator,
     CorpusError,
     GlobalSampleOrder,
+    Passages,
+    ReferenceCollator,
     TrainBatches,
     build_example,
     mask_example,
+    masking_rngs,
     open_corpus,
     validation_batches,
 )
@@ -214,3 +217,85 @@ def test_prefetcher_close_joins_its_thread_even_mid_iteration():
         next(broken)
     broken.close()
     assert not broken._thread.is_alive()
+
+
+def _assert_same_batch(fast: dict, reference: dict) -> None:
+    assert fast.keys() == reference.keys()
+    for key, value in reference.items():
+        if isinstance(value, torch.Tensor):
+            assert fast[key].dtype == value.dtype and torch.equal(fast[key], value), key
+        else:
+            assert fast[key] == value, key
+
+
+@pytest.mark.parametrize("max_seq_len", [160, 40])  # 40: passages cut, mentions dropped
+def test_collator_builds_exactly_the_reference_batches(corpus_dir, tokenizer_and_ids, max_seq_len):
+    """The whole-batch numpy collation against the example-by-example definition, on the corpus's own rows, across
+    an epoch's end (two windows and two epochs in one batch): the same tensors, bit for bit, for the same seed."""
+    _, ids = tokenizer_and_ids
+    corpus = open_corpus(corpus_dir)
+    order = GlobalSampleOrder(corpus.train_shards, seed=21, window_row_groups=1)
+    args = (ids, max_seq_len, 0.3, 0.5, 21, corpus.n_entities, "corpus")
+    start = (order.epoch_size // 16 - 10) * 16
+    fast = TrainBatches(order, Collator(*args), 16, 8, 0, 1, start_sample=start)
+    reference = TrainBatches(order, ReferenceCollator(*args), 16, 8, 0, 1, start_sample=start)
+    dropped = truncated = 0
+    for _ in range(20):
+        for a, b in zip(next(fast), next(reference)):
+            _assert_same_batch(a, b)
+            dropped, truncated = dropped + b["dropped_mentions"], truncated + b["truncated_tokens"]
+    assert fast.samples_seen > order.epoch_size
+    if max_seq_len == 40:
+        assert dropped and truncated
+    # Validation batches (their own masking stream) from rows as dicts.
+    rows = pq.ParquetFile(corpus.validation_shards[0]).read_row_group(0).to_pylist()[:8]
+    _assert_same_batch(Collator(*args)(rows, list(range(8)), masking_stream=1),
+                       ReferenceCollator(*args)(rows, list(range(8)), masking_stream=1))
+    assert Passages.from_rows(rows).to_rows() == [
+        {"passage_id": r["passage_id"], "token_ids": r["token_ids"],
+         "mentions": [{k: m[k] for k in ("token_start", "token_end", "entity_id")} for m in r["mentions"]]}
+        for r in rows]
+
+
+def test_collator_handles_overlapping_and_malformed_mentions_like_the_reference(tokenizer_and_ids):
+    _, ids = tokenizer_and_ids
+    rows = [{"passage_id": "a", "token_ids": list(range(100, 130)),
+             "mentions": [{"token_start": s, "token_end": e, "entity_id": i}
+                          for i, (s, e) in enumerate([(5, 9), (3, 6), (5, 7), (5, 9), (20, 19), (25, 31), (28, 30),
+                                                      (0, 1), (1, 2), (29, 30)])]},
+            {"passage_id": "b", "token_ids": [], "mentions": []},
+            {"passage_id": "c", "token_ids": [7, 8], "mentions": [{"token_start": 0, "token_end": 2, "entity_id": 4}]}]
+    for max_seq_len in (64, 20, 6):
+        args = (ids, max_seq_len, 0.5, 0.5, 3)
+        _assert_same_batch(Collator(*args)(rows, [0, 1, 2]), ReferenceCollator(*args)(rows, [0, 1, 2]))
+
+
+def test_masking_rngs_are_the_per_sample_generators():
+    for seed, stream, indices in ((1234, 0, [0, 1, 2**32 - 1]), (2**40, 1, [5]), (7, 1, [2**33, 3])):
+        for rng, k in zip(masking_rngs(seed, stream, indices), indices):
+            assert rng.random(4).tolist() == np.random.default_rng([seed, stream, k]).random(4).tolist()
+
+
+def test_worker_processes_make_exactly_the_plain_sequence(corpus_dir, tokenizer_and_ids):
+    """data.num_workers: steps made by 2 processes in turn, from a resume position, are the plain iterator's; an
+    error in a worker (a batch linking an entity outside the table) is raised in the loop as it was raised there."""
+    from trainer.data import WorkerBatches, prefetch
+
+    _, ids = tokenizer_and_ids
+    corpus = open_corpus(corpus_dir)
+    order = GlobalSampleOrder(corpus.train_shards, seed=5, window_row_groups=2)
+    collator = Collator(ids, 160, 0.3, 0.5, 5)
+    plain = TrainBatches(order, collator, 8, 4, 0, 2, start_sample=16)
+    made = prefetch(TrainBatches(order, collator, 8, 4, 0, 2, start_sample=16), num_workers=2)
+    broken = WorkerBatches(TrainBatches(order, Collator(ids, 160, 0.3, 0.5, 5, n_entities=1, source="mixed"), 8, 4,
+                                        0, 1), num_workers=1)  # started beside the others: one start-up to wait for
+    assert isinstance(made, WorkerBatches)
+    try:
+        for _ in range(5):
+            for a, b in zip(next(plain), next(made)):
+                _assert_same_batch(b, a)
+        with pytest.raises(CorpusError, match="mixed: passage .* links entity id"):
+            next(broken)
+    finally:
+        made.close(), broken.close()
+    assert not any(p.is_alive() for p in made._workers + broken._workers)

@@ -27,6 +27,9 @@ def test_two_ranks_with_rows_learn_both_losses(trainer_runs):
     for r in m.values():
         assert {"step", "loss", "lm_loss", "el_loss", "el_acc", "tokens_per_s", "memory_grad_norm"} <= set(r)
         assert r["tokens_per_s"] > 0 and 0 <= r["el_acc"] <= 1 and r["mentions"] > 0
+        # How long the loop waited for its batches (the prefetcher's first ones included): a part of the step.
+        assert 0 <= r["data_wait_s"] <= r["step_time_s"] and r["data_wait_frac"] == pytest.approx(
+            r["data_wait_s"] / r["step_time_s"])
         # The memory's own traffic is logged; it depends on the mentions, not on the table size.
         assert r["memory_comm_bytes"] > 0
     val = [r for r in read_metrics(d / "metrics.jsonl") if r["split"] == "validation"]
@@ -34,6 +37,7 @@ def test_two_ranks_with_rows_learn_both_losses(trainer_runs):
     assert (d / "loss.png").stat().st_size > 0
     log = (d / "stdout.log").read_text()
     assert "split by rows over 2 ranks" in log  # the default above one rank
+    assert "data_wait_frac" in log
     layout = json.loads((d / "checkpoints" / f"step_{STEPS:08d}" / "memory.json").read_text())
     assert layout["partition"] == "rows" and layout["world_size"] == 2
     n = layout["n_entities"]
@@ -73,6 +77,9 @@ def test_rows_beside_zero1_2_3_compute_the_same_losses(trainer_runs, other, stag
     for step in o:
         for key in ("loss", "lm_loss", "el_loss"):
             assert o[step][key] == pytest.approx(z2[step][key], abs=tolerance), (step, key)
+    # The same passages in every step (zero3's batches are made by a worker process per rank).
+    samples = sample_ids(trainer_runs.get(other))
+    assert sorted(samples) == sorted(o) and all(samples[s] == sample_ids(trainer_runs.get("rows2"))[s] for s in o)
     if stage == 1:  # under bf16 the rows stay float32 (the reads compute in float32)
         shard = torch.load(trainer_runs.get(other) / "checkpoints" / f"step_{SHORT:08d}" / "entity_rows_00000.pt",
                            weights_only=False)

@@ -1,0 +1,95 @@
+"""The LM head and its cross-entropy in one pass over chunks of tokens: no [tokens x vocab] logits in memory.
+
+``F.cross_entropy(F.linear(h, W).float(), y)`` keeps the whole logit matrix alive for the
+backward: at a micro-batch of 128 x 160 tokens and a vocabulary of 50,265 that is ~4 GB in
+float32 (plus its bf16 copy and the softmax gradient of the same size). ``linear_cross_entropy``
+walks the tokens in chunks instead (Liger's fused linear cross-entropy, cut-cross-entropy): per
+chunk it computes the logits in the weights' dtype, their log-sum-exp in float32, the loss, and
+right away the chunk's gradients for the hidden states and the weight (the float32 softmax minus
+the one-hot target, times W and times h). Only those gradients are kept for the backward, which
+scales them by the incoming gradient: peak memory is one chunk's logits, not all of them.
+
+The matmuls are the ones the dense loss does (forward logits, backward dL/dh and dL/dW), moved into
+the forward; when no gradient is needed (validation) the gradient matmuls are skipped.
+"""
+from __future__ import annotations
+
+import torch
+
+IGNORE_INDEX = -100
+
+
+def _chunk_loss(h: torch.Tensor, weight: torch.Tensor, y: torch.Tensor, ignore_index: int, with_grad: bool):
+    """One chunk: -> summed CE (float32 or float64), correct argmax count, d(sum CE)/d logits (weight dtype) or None."""
+    logits = h @ weight.T  # [n, V] in the weights' dtype (float32 accumulation inside the matmul)
+    acc_dtype = torch.float64 if logits.dtype == torch.float64 else torch.float32
+    logits = logits.to(acc_dtype)
+    valid = y != ignore_index
+    target = torch.where(valid, y, 0)
+    lse = torch.logsumexp(logits, dim=-1)
+    target_logit = logits.gather(1, target[:, None]).squeeze(1)
+    loss = ((lse - target_logit) * valid).sum()
+    correct = ((logits.argmax(dim=-1) == y) & valid).sum()
+    grad_logits = None
+    if with_grad:  # softmax - one_hot(target), zero on ignored rows; computed in place over the float32 logits
+        grad_logits = logits.sub_(lse[:, None]).exp_()
+        grad_logits.scatter_add_(1, target[:, None], -torch.ones_like(lse[:, None]))
+        grad_logits.mul_(valid[:, None])
+        grad_logits = grad_logits.to(weight.dtype)
+    return loss, correct, grad_logits
+
+
+class LinearCrossEntropy(torch.autograd.Function):
+    """sum over tokens of CE(h W^T, y), with the gradients computed chunk by chunk in the forward."""
+
+    @staticmethod
+    def forward(ctx, hidden, weight, labels, chunk_size: int, ignore_index: int, with_grad: bool):
+        n = hidden.shape[0]
+        acc_dtype = torch.float64 if weight.dtype == torch.float64 else torch.float32
+        loss = torch.zeros((), dtype=acc_dtype, device=hidden.device)
+        correct = torch.zeros((), dtype=torch.long, device=hidden.device)
+        grad_hidden = torch.empty_like(hidden) if with_grad else None
+        # float32 accumulation of the weight's gradient over the chunks
+        grad_weight = torch.zeros(weight.shape, dtype=acc_dtype, device=weight.device) if with_grad else None
+        for start in range(0, n, chunk_size):
+            h, y = hidden[start:start + chunk_size], labels[start:start + chunk_size]
+            chunk_loss, chunk_correct, g = _chunk_loss(h, weight, y, ignore_index, with_grad)
+            loss += chunk_loss
+            correct += chunk_correct
+            if with_grad:
+                torch.matmul(g, weight, out=grad_hidden[start:start + chunk_size])
+                grad_weight += (g.T @ h).to(acc_dtype)
+        if with_grad:
+            ctx.save_for_backward(grad_hidden, grad_weight.to(weight.dtype))
+        ctx.mark_non_differentiable(correct)
+        return loss, correct
+
+    @staticmethod
+    def backward(ctx, grad_loss, _grad_correct):
+        grad_hidden, grad_weight = ctx.saved_tensors
+        scale = grad_loss.to(grad_hidden.dtype)
+        return grad_hidden * scale, grad_weight * scale, None, None, None, None
+
+
+def linear_cross_entropy(hidden: torch.Tensor, weight: torch.Tensor, labels: torch.Tensor, chunk_size: int = 2048,
+                         ignore_index: int = IGNORE_INDEX) -> tuple[torch.Tensor, torch.Tensor]:
+    """hidden [N, d], weight [V, d], labels [N] -> (sum of CE over tokens whose label is not ignore_index,
+    in float32 (float64 for float64 inputs); the number of those tokens whose argmax logit is the label).
+
+    Under autocast the matmuls run in the autocast dtype, as ``F.linear`` would; otherwise in the
+    weights' dtype. The log-sum-exp and the loss are float32 either way.
+    """
+    if hidden.ndim != 2 or weight.ndim != 2 or labels.shape != hidden.shape[:1] or hidden.shape[1] != weight.shape[1]:
+        raise ValueError(f"linear_cross_entropy needs hidden [N, d], weight [V, d], labels [N]; got "
+                         f"{tuple(hidden.shape)}, {tuple(weight.shape)}, {tuple(labels.shape)}")
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
+    device_type = hidden.device.type
+    if torch.is_autocast_enabled(device_type):
+        dtype = torch.get_autocast_dtype(device_type)
+        hidden, weight = hidden.to(dtype), weight.to(dtype)
+    elif hidden.dtype != weight.dtype:
+        hidden = hidden.to(weight.dtype)
+    with_grad = torch.is_grad_enabled() and (hidden.requires_grad or weight.requires_grad)
+    with torch.autocast(device_type, enabled=False):
+        return LinearCrossEntropy.apply(hidden, weight, labels, chunk_size, ignore_index, with_grad)

@@ -77,6 +77,8 @@ def bench_figures(result: dict | None) -> dict:
             out[f"{name}_mfu"] = model[name].get("mfu")
             out[f"{name}_peak_memory_gb"] = (model[name]["peak_bytes"] / 2**30
                                              if model[name].get("peak_bytes") is not None else None)
+            step_peak = model[name].get("step_peak_above_resident_bytes")  # activations and transients of a step
+            out[f"{name}_step_peak_above_resident_gb"] = step_peak / 2**30 if step_peak is not None else None
     out["edmem_over_bart"] = model.get("edmem", {}).get("step_time_ratio")
     if "lm_loss" in result:
         out["lm_loss_peak_memory_dense_over_chunked"] = result["lm_loss"]["peak_memory_ratio_dense_over_chunked"]

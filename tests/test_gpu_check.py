@@ -42,7 +42,8 @@ def test_report_from_the_parts_outputs(tmp_path):
     (work / "trainer.json").write_text(json.dumps({
         "device": "NVIDIA H100 80GB HBM3", "weights": "bf16", "compile": True,
         "model": {"batch": 128, "entities": 1000000, "bart": {"step_s": 1.0, "mfu": 0.5},
-                  "edmem": {"step_s": 1.3, "mfu": 0.45, "step_time_ratio": 1.3, "peak_bytes": 2**31}},
+                  "edmem": {"step_s": 1.3, "mfu": 0.45, "step_time_ratio": 1.3, "peak_bytes": 2**31,
+                                                       "step_peak_above_resident_bytes": 2**30}},
         "lm_loss": {"peak_memory_ratio_dense_over_chunked": 6.0}}))
     (work / "pytest.xml").write_text(
         '<testsuites><testsuite name="pytest" tests="4" failures="1" errors="0" skipped="1">'
@@ -62,6 +63,7 @@ def test_report_from_the_parts_outputs(tmp_path):
     assert report["train"]["log"] == ["[pretrain] train.micro_batch_size auto: 128"]
     assert report["edmem_over_bart"] == 1.3 and report["bench"]["bart_mfu"] == 0.5
     assert report["bench"]["edmem_peak_memory_gb"] == 2.0 and report["bench"]["bart_peak_memory_gb"] is None
+    assert report["bench"]["edmem_step_peak_above_resident_gb"] == 1.0
     assert report["passages_per_s"] == 12000.0
     assert report["tests"]["passed"] == 2 and report["tests"]["failed_tests"] == ["t::b"]
     assert report["parts"]["train"]["status"] == "timeout" and report["parts"]["kernels"] == {"status": "not run"}

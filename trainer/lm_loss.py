@@ -19,8 +19,10 @@ import torch
 IGNORE_INDEX = -100
 
 
-def _chunk_loss(h: torch.Tensor, weight: torch.Tensor, y: torch.Tensor, ignore_index: int, with_grad: bool):
-    """One chunk: -> summed CE (float32 or float64), correct argmax count, d(sum CE)/d logits (weight dtype) or None."""
+def _chunk_loss(h: torch.Tensor, weight: torch.Tensor, y: torch.Tensor, ignore_index: int, with_grad: bool,
+                with_correct: bool):
+    """One chunk: -> summed CE (float32 or float64), correct argmax count (or 0), d(sum CE)/d logits (weight dtype)
+    or None."""
     logits = h @ weight.T  # [n, V] in the weights' dtype (float32 accumulation inside the matmul)
     acc_dtype = torch.float64 if logits.dtype == torch.float64 else torch.float32
     logits = logits.to(acc_dtype)
@@ -29,7 +31,7 @@ def _chunk_loss(h: torch.Tensor, weight: torch.Tensor, y: torch.Tensor, ignore_i
     lse = torch.logsumexp(logits, dim=-1)
     target_logit = logits.gather(1, target[:, None]).squeeze(1)
     loss = ((lse - target_logit) * valid).sum()
-    correct = ((logits.argmax(dim=-1) == y) & valid).sum()
+    correct = ((logits.argmax(dim=-1) == y) & valid).sum() if with_correct else 0  # one more pass over the logits
     grad_logits = None
     if with_grad:  # softmax - one_hot(target), zero on ignored rows; computed in place over the float32 logits
         grad_logits = logits.sub_(lse[:, None]).exp_()
@@ -43,7 +45,7 @@ class LinearCrossEntropy(torch.autograd.Function):
     """sum over tokens of CE(h W^T, y), with the gradients computed chunk by chunk in the forward."""
 
     @staticmethod
-    def forward(ctx, hidden, weight, labels, chunk_size: int, ignore_index: int, with_grad: bool):
+    def forward(ctx, hidden, weight, labels, chunk_size: int, ignore_index: int, with_grad: bool, with_correct: bool):
         n = hidden.shape[0]
         acc_dtype = torch.float64 if weight.dtype == torch.float64 else torch.float32
         loss = torch.zeros((), dtype=acc_dtype, device=hidden.device)
@@ -53,7 +55,7 @@ class LinearCrossEntropy(torch.autograd.Function):
         grad_weight = torch.zeros(weight.shape, dtype=acc_dtype, device=weight.device) if with_grad else None
         for start in range(0, n, chunk_size):
             h, y = hidden[start:start + chunk_size], labels[start:start + chunk_size]
-            chunk_loss, chunk_correct, g = _chunk_loss(h, weight, y, ignore_index, with_grad)
+            chunk_loss, chunk_correct, g = _chunk_loss(h, weight, y, ignore_index, with_grad, with_correct)
             loss += chunk_loss
             correct += chunk_correct
             if with_grad:
@@ -68,13 +70,15 @@ class LinearCrossEntropy(torch.autograd.Function):
     def backward(ctx, grad_loss, _grad_correct):
         grad_hidden, grad_weight = ctx.saved_tensors
         scale = grad_loss.to(grad_hidden.dtype)
-        return grad_hidden * scale, grad_weight * scale, None, None, None, None
+        return grad_hidden * scale, grad_weight * scale, None, None, None, None, None
 
 
 def linear_cross_entropy(hidden: torch.Tensor, weight: torch.Tensor, labels: torch.Tensor, chunk_size: int = 2048,
-                         ignore_index: int = IGNORE_INDEX) -> tuple[torch.Tensor, torch.Tensor]:
+                         ignore_index: int = IGNORE_INDEX, with_correct: bool = False
+                         ) -> tuple[torch.Tensor, torch.Tensor]:
     """hidden [N, d], weight [V, d], labels [N] -> (sum of CE over tokens whose label is not ignore_index,
-    in float32 (float64 for float64 inputs); the number of those tokens whose argmax logit is the label).
+    in float32 (float64 for float64 inputs); with ``with_correct`` the number of those tokens whose argmax
+    logit is the label, else 0).
 
     Under autocast the matmuls run in the autocast dtype, as ``F.linear`` would; otherwise in the
     weights' dtype. The log-sum-exp and the loss are float32 either way.
@@ -92,4 +96,4 @@ def linear_cross_entropy(hidden: torch.Tensor, weight: torch.Tensor, labels: tor
         hidden = hidden.to(weight.dtype)
     with_grad = torch.is_grad_enabled() and (hidden.requires_grad or weight.requires_grad)
     with torch.autocast(device_type, enabled=False):
-        return LinearCrossEntropy.apply(hidden, weight, labels, chunk_size, ignore_index, with_grad)
+        return LinearCrossEntropy.apply(hidden, weight, labels, chunk_size, ignore_index, with_grad, with_correct)

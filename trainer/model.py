@@ -308,8 +308,8 @@ class EDMem(nn.Module):
         # LM: the tied head and its cross-entropy over chunks of the target tokens (trainer.lm_loss): logits in
         # the weights' dtype, log-sum-exp in float32, never the whole [tokens x vocabulary] logit matrix at once.
         target_mask = labels.ne(-100)
-        lm_sum, lm_correct = linear_cross_entropy(dec_h[target_mask], self.shared.weight, labels[target_mask],
-                                                  LM_LOSS_CHUNK_TOKENS)
+        lm_sum, _ = linear_cross_entropy(dec_h[target_mask], self.shared.weight, labels[target_mask],
+                                         LM_LOSS_CHUNK_TOKENS)
         lm_tokens = target_mask.sum()
 
         enc_known = enc_targets >= FIRST_REAL_ENTITY_ID
@@ -332,7 +332,7 @@ class EDMem(nn.Module):
         out.update({
             "loss": lm_loss + self.el_weight * el_loss,
             "lm_loss": lm_loss.detach(), "el_loss": el_loss.detach(),
-            "lm_sum": lm_sum.detach(), "lm_tokens": lm_tokens, "lm_correct": lm_correct,
+            "lm_sum": lm_sum.detach(), "lm_tokens": lm_tokens,
             "el_correct_masked": (hit & masked).sum(), "el_masked": masked.sum(),
             "el_correct": (hit & dec_known).sum(),
         })

@@ -32,7 +32,7 @@ def _dense(hidden, weight, labels):
 def test_float64_matches_dense_cross_entropy(chunk_size):
     hidden, weight, labels = _case()
     ref_loss, ref_gh, ref_gw, ref_correct = _dense(hidden, weight, labels)
-    loss, correct = linear_cross_entropy(hidden, weight, labels, chunk_size=chunk_size)
+    loss, correct = linear_cross_entropy(hidden, weight, labels, chunk_size=chunk_size, with_correct=True)
     (2.5 * loss).backward()  # the incoming gradient scales both saved gradients
     assert loss.dtype == torch.float64
     torch.testing.assert_close(loss, ref_loss, rtol=1e-12, atol=1e-12)
@@ -67,7 +67,7 @@ def test_autocast_runs_in_bf16_and_returns_float32_gradients():
 
 def test_all_ignored_and_no_grad():
     hidden, weight, labels = _case(n=5, ignored=range(5))
-    loss, correct = linear_cross_entropy(hidden, weight, labels, chunk_size=2)
+    loss, correct = linear_cross_entropy(hidden, weight, labels, chunk_size=2, with_correct=True)
     loss.backward()
     assert float(loss.detach()) == 0 and int(correct) == 0
     assert hidden.grad.abs().max() == 0 and weight.grad.abs().max() == 0

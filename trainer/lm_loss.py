@@ -4,9 +4,9 @@
 backward: at a micro-batch of 128 x 160 tokens and a vocabulary of 50,265 that is ~4 GB in
 float32 (plus its bf16 copy and the softmax gradient of the same size). ``linear_cross_entropy``
 walks the tokens in chunks instead (Liger's fused linear cross-entropy, cut-cross-entropy): per
-chunk it computes the logits in the weights' dtype, their log-sum-exp in float32, the loss, and
-right away the chunk's gradients for the hidden states and the weight (the float32 softmax minus
-the one-hot target, times W and times h). Only those gradients are kept for the backward, which
+chunk it computes the logits in the weights' dtype, their log-sum-exp with float32 sums, the loss,
+and right away the chunk's gradients for the hidden states and the weight (the softmax minus the
+one-hot target, times W and times h). Only those gradients are kept for the backward, which
 scales them by the incoming gradient: peak memory is one chunk's logits, not all of them.
 
 The matmuls are the ones the dense loss does (forward logits, backward dL/dh and dL/dW), moved into
@@ -22,22 +22,28 @@ IGNORE_INDEX = -100
 def _chunk_loss(h: torch.Tensor, weight: torch.Tensor, y: torch.Tensor, ignore_index: int, with_grad: bool,
                 with_correct: bool):
     """One chunk: -> summed CE (float32 or float64), correct argmax count (or 0), d(sum CE)/d logits (weight dtype)
-    or None."""
+    or None.
+
+    The [n, V] work stays in the weights' dtype and in place (no float32 copy of bf16 logits): the row
+    maximum is exact, exp(logits - max) is summed in float32, so the log-sum-exp is float32-accurate; the
+    gradient softmax - one_hot is formed from the same exponentials, in the dtype it is returned in.
+    """
     logits = h @ weight.T  # [n, V] in the weights' dtype (float32 accumulation inside the matmul)
     acc_dtype = torch.float64 if logits.dtype == torch.float64 else torch.float32
-    logits = logits.to(acc_dtype)
     valid = y != ignore_index
     target = torch.where(valid, y, 0)
-    lse = torch.logsumexp(logits, dim=-1)
-    target_logit = logits.gather(1, target[:, None]).squeeze(1)
-    loss = ((lse - target_logit) * valid).sum()
+    target_logit = logits.gather(1, target[:, None]).squeeze(1).to(acc_dtype)
     correct = ((logits.argmax(dim=-1) == y) & valid).sum() if with_correct else 0  # one more pass over the logits
+    row_max = logits.amax(dim=-1, keepdim=True)
+    exp = logits.sub_(row_max).exp_()  # in place: the logits are not needed any more
+    sum_exp = exp.sum(dim=-1, dtype=acc_dtype)
+    lse = row_max.squeeze(1).to(acc_dtype) + sum_exp.log()
+    loss = ((lse - target_logit) * valid).sum()
     grad_logits = None
-    if with_grad:  # softmax - one_hot(target), zero on ignored rows; computed in place over the float32 logits
-        grad_logits = logits.sub_(lse[:, None]).exp_()
-        grad_logits.scatter_add_(1, target[:, None], -torch.ones_like(lse[:, None]))
+    if with_grad:  # softmax - one_hot(target), zero on ignored rows
+        grad_logits = exp.mul_(sum_exp.reciprocal()[:, None].to(exp.dtype))
+        grad_logits.scatter_add_(1, target[:, None], torch.full_like(target[:, None], -1, dtype=exp.dtype))
         grad_logits.mul_(valid[:, None])
-        grad_logits = grad_logits.to(weight.dtype)
     return loss, correct, grad_logits
 
 

@@ -48,10 +48,10 @@ def test_bf16_close_to_float64_reference():
     loss, _ = linear_cross_entropy(hidden, weight, labels, chunk_size=64)
     (2.5 * loss).backward()
     assert loss.dtype == torch.float32 and hidden.grad.dtype == weight.grad.dtype == torch.bfloat16
-    torch.testing.assert_close(loss.double(), ref_loss, rtol=2e-2, atol=0)
+    torch.testing.assert_close(loss.double(), ref_loss, rtol=2e-3, atol=0)  # as close as dense bf16 logits are
     for got, ref in ((hidden.grad, ref_gh), (weight.grad, ref_gw)):
         err = (got.double() - ref).norm() / ref.norm()
-        assert err < 2e-2, err
+        assert err < 1e-2, err
 
 
 def test_autocast_runs_in_bf16_and_returns_float32_gradients():

@@ -81,7 +81,7 @@ class TrainConfig:
     global_batch_size: int = option(2048, "sequences per optimizer step over all ranks (fixes the sample order)")
     micro_batch_size: int | str = option(16, "sequences per rank per forward pass; accumulation = global / (micro x "
                                          "ranks). 'auto': on a GPU the largest power of two dividing global / ranks "
-                                         "whose forward + backward at data.max_seq_len fits with 15% headroom (probed "
+                                         "whose forward + backward at data.max_seq_len fits in 0.85 of its memory (probed "
                                          "at start-up; ZeRO-3 or split rows over several ranks: 16); on CPU 16")
     seed: int = option(1234, "seed of initialisation, shuffle, masking and dropout")
     bf16: str = option("auto", "'auto' (bf16 on a GPU that supports it), true or false. DeepSpeed casts the weights "

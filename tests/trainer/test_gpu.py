@@ -77,3 +77,19 @@ def test_bf16_compiled_trainer_links_entities(corpus_dir, tmp_path):
     for read in ("enc", "dec", "head"):
         assert el_accuracy(rows, last, read) >= 0.9, read
     assert rows[STEPS]["mfu"] > 0
+
+
+def test_micro_batch_probe_on_the_gpu():
+    from tests.trainer.test_speed import Ids, _model
+    from trainer.speed import probe_batch, resolve_micro_batch
+
+    model = _model().cuda().to(torch.bfloat16)
+    tried = []
+
+    def try_step(b):
+        tried.append(b)
+        model(**probe_batch(b, 64, Ids, 100, 5, "cuda"))["loss"].backward()
+        model.zero_grad(set_to_none=True)
+
+    assert resolve_micro_batch(48, torch.device("cuda"), try_step, model.num_parameters(), True) == 16
+    assert tried == [1, 2, 4, 8, 16]  # the powers of two dividing 48, all of which fit

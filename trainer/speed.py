@@ -106,7 +106,9 @@ def resolve_micro_batch(per_rank: int, device: torch.device, try_step, n_params:
             try_step(b)
             torch.cuda.synchronize(device)
             peak = torch.cuda.max_memory_allocated(device)
-        except torch.cuda.OutOfMemoryError:
+        except (torch.cuda.OutOfMemoryError, RuntimeError) as exc:  # cuBLAS reports its own failed allocations
+            if not isinstance(exc, torch.cuda.OutOfMemoryError) and "ALLOC" not in str(exc).upper():
+                raise
             say(f"micro-batch probe: {b} runs out of memory")
             break
         say(f"micro-batch probe: {b} sequences peak at {peak / 2**30:.1f} GiB (+ {(total * (1 - headroom) - budget) / 2**30:.1f}"

@@ -166,7 +166,11 @@ fi
 
 # ---- data: the data path's throughput ------------------------------------------------------------------------
 if [ -f benchmarks/bench_data.py ] && [ -f "$CORPUS/manifest.json" ]; then
-  if [ "$SMOKE" = 1 ]; then DATA_ARGS=(--batches 3 --repeat 1 --micro_batch 4); else DATA_ARGS=(--batches 40 --repeat 3 --micro_batch 128); fi
+  if [ "$SMOKE" = 1 ]; then
+    DATA_ARGS=(--batches 3 --repeat 1 --micro_batch 4)
+  else
+    DATA_ARGS=(--batches 40 --repeat 3 --micro_batch 128)
+  fi
   run_part data "$T_DATA" "$PY" benchmarks/bench_data.py --corpus "$CORPUS" "${DATA_ARGS[@]}" --json "$WORK/data.json"
 else
   skip_part data "benchmarks/bench_data.py or the corpus missing"

@@ -107,12 +107,15 @@ def resolve_micro_batch(per_rank: int, device: torch.device, try_step, n_params:
             torch.cuda.synchronize(device)
             peak = torch.cuda.max_memory_allocated(device)
         except (torch.cuda.OutOfMemoryError, RuntimeError) as exc:  # cuBLAS reports its own failed allocations
-            if not isinstance(exc, torch.cuda.OutOfMemoryError) and "ALLOC" not in str(exc).upper():
+            message = str(exc).upper()
+            out_of_memory = "ALLOC" in message or "OUT OF MEMORY" in message
+            if not (isinstance(exc, torch.cuda.OutOfMemoryError) or out_of_memory):
                 raise
             say(f"micro-batch probe: {b} runs out of memory")
             break
-        say(f"micro-batch probe: {b} sequences peak at {peak / 2**30:.1f} GiB (+ {(total * (1 - headroom) - budget) / 2**30:.1f}"
-            f" GiB optimizer states; budget {(1 - headroom) * total / 2**30:.1f} GiB)")
+        states = (1 - headroom) * total - budget
+        say(f"micro-batch probe: {b} sequences peak at {peak / 2**30:.1f} GiB (+ {states / 2**30:.1f} GiB optimizer "
+            f"states; budget {(1 - headroom) * total / 2**30:.1f} GiB)")
         if peak > budget:
             break
         chosen = b

@@ -92,13 +92,21 @@ def _sync():
 # The last commit before the fused backward (ISSUE 11's "x1.6-1.8" state): `--before` loads its
 # trainer/entity_softmax.py from git, so before and after are timed side by side in one run.
 BEFORE_REV = "8816d9c"
-VARIANTS = ("bart", "edmem", "edmem_rows", "edmem_before")
+VARIANTS = ("bart", "edmem", "edmem_rows", "edmem_before", "edmem_dense_lm")
 VARIANT_HELP = {
     "bart": "the same BART (L1 + L2 layers, same widths), no memory, same tied LM head and loss",
     "edmem": "EDMem, replicated table (its gradient through autograd, as under ZeRO)",
     "edmem_rows": "EDMem, the row-partitioned layout on one rank (rows stepped by their own AdamW)",
     "edmem_before": "EDMem, replicated, with the entity softmax of --before (the kernel before this change)",
+    "edmem_dense_lm": "EDMem, replicated, with the dense LM loss (F.linear, then F.cross_entropy of float32 logits) "
+                      "instead of trainer.lm_loss's chunks",
 }
+
+
+def _dense_lm_loss(hidden, weight, labels, chunk_size=None, ignore_index=-100, with_correct=False):
+    """trainer.lm_loss.linear_cross_entropy's signature over the whole logit matrix (edmem_dense_lm)."""
+    loss = F.cross_entropy(F.linear(hidden, weight).float(), labels, ignore_index=ignore_index, reduction="sum")
+    return loss, None
 
 
 def _preset(preset: str, overrides: str = "") -> dict:
@@ -195,7 +203,9 @@ class _Variant:
                 self.rows = model.make_rows(device=self.dev)
                 self.rows.make_optimizer(1e-4, (0.9, 0.999), 1e-8, 0.0, lambda step: 1.0, fused=True)
             if name == "edmem_before":
-                self.patch = (model_module, _old_softmax(before_rev))
+                self.patch = (model_module, "blocked_entity_softmax", _old_softmax(before_rev))
+            if name == "edmem_dense_lm":
+                self.patch = (model_module, "linear_cross_entropy", _dense_lm_loss)
 
             def loss_fn():
                 return model(**batch)["loss"]
@@ -209,8 +219,9 @@ class _Variant:
 
         saved = None
         if self.patch:
-            module, fn = self.patch
-            saved, module.blocked_entity_softmax = module.blocked_entity_softmax, fn
+            module, attribute, fn = self.patch
+            saved = getattr(module, attribute)
+            setattr(module, attribute, fn)
         try:
             with record_function("step_forward"), self.amp():
                 loss = self.loss_fn()
@@ -223,7 +234,7 @@ class _Variant:
                     self.rows.step(clip=0.0)
         finally:
             if saved is not None:
-                self.patch[0].blocked_entity_softmax = saved
+                setattr(self.patch[0], self.patch[1], saved)
 
 
 def _model_flops(name: str, model, spec, batch) -> float:

@@ -1,9 +1,17 @@
-"""Cost of EDMem's entity memory: step time and peak memory against the same BART without it,
-and the peak memory of the entity-linking loss over 1M entities, dense vs blocked.
+"""Cost of EDMem's entity memory: step time, MFU and peak memory against the same BART without it;
+the peak memory of the entity-linking loss over 1M entities, dense vs blocked; and that of the LM
+loss over a 50,265-token vocabulary, dense logits vs trainer.lm_loss's chunks.
 
     python benchmarks/bench_trainer.py                 # CPU-sized defaults, a table
     python benchmarks/bench_trainer.py --json          # the same numbers as JSON
-    python benchmarks/bench_trainer.py --preset base --entities 1000000   # on a GPU
+    python benchmarks/bench_trainer.py --preset base --entities 1000000   # on a GPU: bf16 weights, compiled
+    python benchmarks/bench_trainer.py --preset base --batch 128 --bf16 true --compile true --variants bart,edmem
+
+On a GPU every variant also gets its MFU: the model FLOPs of trainer.metrics.flops_per_step (the
+trainer's own formula) over the measured step time and trainer.metrics.peak_flops of the device.
+``--bf16 true`` puts the weights in bf16 as the trainer's DeepSpeed bf16 does (no autocast; the
+optimizer here steps the bf16 weights directly, without DeepSpeed's float32 masters); ``--compile
+true`` compiles every transformer layer of BART and EDMem alike (trainer.speed.compile_layers).
 
 Step times: all variants (BART, EDMem with a replicated table, EDMem with its rows layout,
 and EDMem with the entity softmax of ``--before``) live in one process and are stepped in
@@ -84,20 +92,37 @@ def _sync():
 # The last commit before the fused backward (ISSUE 11's "x1.6-1.8" state): `--before` loads its
 # trainer/entity_softmax.py from git, so before and after are timed side by side in one run.
 BEFORE_REV = "8816d9c"
-VARIANTS = ("bart", "edmem", "edmem_rows", "edmem_before")
+VARIANTS = ("bart", "edmem", "edmem_rows", "edmem_before", "edmem_dense_lm")
 VARIANT_HELP = {
     "bart": "the same BART (L1 + L2 layers, same widths), no memory, same tied LM head and loss",
     "edmem": "EDMem, replicated table (its gradient through autograd, as under ZeRO)",
     "edmem_rows": "EDMem, the row-partitioned layout on one rank (rows stepped by their own AdamW)",
     "edmem_before": "EDMem, replicated, with the entity softmax of --before (the kernel before this change)",
+    "edmem_dense_lm": "EDMem, replicated, with the dense LM loss (F.linear, then F.cross_entropy of float32 logits) "
+                      "instead of trainer.lm_loss's chunks",
 }
 
 
-def _batch(preset: str, n_entities: int):
+def _dense_lm_loss(hidden, weight, labels, chunk_size=None, ignore_index=-100, with_correct=False):
+    """trainer.lm_loss.linear_cross_entropy's signature over the whole logit matrix (edmem_dense_lm)."""
+    loss = F.cross_entropy(F.linear(hidden, weight).float(), labels, ignore_index=ignore_index, reduction="sum")
+    return loss, None
+
+
+def _preset(preset: str, overrides: str = "") -> dict:
+    """The preset's geometry with ``batch=128,seq_len=160`` style overrides (the command line's batch flags)."""
+    p = dict(PRESETS[preset])
+    for item in filter(None, overrides.split(",")):
+        key, value = item.split("=")
+        p[key] = int(value)
+    return p
+
+
+def _batch(preset: str, n_entities: int, overrides: str = ""):
     from trainer.config import ModelConfig
     from trainer.model import EDMemSpec
 
-    p = PRESETS[preset]
+    p = _preset(preset, overrides)
     m = ModelConfig(**{k: p[k] for k in ("d_model", "attention_heads", "ffn_dim", "lower_layers", "upper_layers",
                                          "entity_dim")}, max_positions=256, dropout=0.0)
     pad, es, ee, eos = VOCAB - 6, VOCAB - 2, VOCAB - 1, VOCAB - 4
@@ -142,18 +167,26 @@ class _Variant:
     here, for BART and EDMem alike); ``set_to_none=False`` keeps gradients allocated, the steady state.
     """
 
-    def __init__(self, name: str, spec, batch, dtype: str, before_rev: str):
+    def __init__(self, name: str, spec, batch, dtype: str, before_rev: str, bf16_weights: bool = False,
+                 compiled: bool = False):
         import trainer.model as model_module
         from trainer.model import EDMem, bart_config
+        from trainer.speed import compile_layers
 
         self.name, self.dev = name, _device()
-        self.amp = lambda: torch.autocast(self.dev.type, dtype=torch.bfloat16, enabled=dtype == "bf16")
+        autocast = dtype == "bf16" and not bf16_weights
+        self.amp = lambda: torch.autocast(self.dev.type, dtype=torch.bfloat16, enabled=autocast)
         self.rows = None
         self.patch = None
         if name == "bart":
             from transformers import BartModel
 
             model = BartModel(bart_config(spec)).to(self.dev)
+            if bf16_weights:
+                model.to(torch.bfloat16)
+            if compiled:
+                for layer in [*model.encoder.layers, *model.decoder.layers]:
+                    layer.compile(dynamic=False)
 
             def loss_fn():
                 h = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
@@ -162,15 +195,22 @@ class _Variant:
                 return F.cross_entropy(logits.float(), batch["labels"].reshape(-1))
         else:
             model = EDMem(spec, memory_partition="rows" if name == "edmem_rows" else "replicated").to(self.dev)
+            if bf16_weights:  # the rows (edmem_rows) stay float32, as in the trainer
+                model.to(torch.bfloat16)
+            if compiled:
+                compile_layers(model)
             if name == "edmem_rows":
                 self.rows = model.make_rows(device=self.dev)
                 self.rows.make_optimizer(1e-4, (0.9, 0.999), 1e-8, 0.0, lambda step: 1.0, fused=True)
             if name == "edmem_before":
-                self.patch = (model_module, _old_softmax(before_rev))
+                self.patch = (model_module, "blocked_entity_softmax", _old_softmax(before_rev))
+            if name == "edmem_dense_lm":
+                self.patch = (model_module, "linear_cross_entropy", _dense_lm_loss)
 
             def loss_fn():
                 return model(**batch)["loss"]
         self.model, self.loss_fn = model, loss_fn
+        self.flops = _model_flops(name, model, spec, batch)
         self.opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
         self.params = sum(p.numel() for p in model.parameters()) + (self.rows.weight.numel() if self.rows else 0)
 
@@ -179,8 +219,9 @@ class _Variant:
 
         saved = None
         if self.patch:
-            module, fn = self.patch
-            saved, module.blocked_entity_softmax = module.blocked_entity_softmax, fn
+            module, attribute, fn = self.patch
+            saved = getattr(module, attribute)
+            setattr(module, attribute, fn)
         try:
             with record_function("step_forward"), self.amp():
                 loss = self.loss_fn()
@@ -193,14 +234,33 @@ class _Variant:
                     self.rows.step(clip=0.0)
         finally:
             if saved is not None:
-                self.patch[0].blocked_entity_softmax = saved
+                setattr(self.patch[0], self.patch[1], saved)
 
 
-def worker_model(variant: str, preset: str, n_entities: int, repeats: int, dtype: str, before_rev: str) -> dict:
+def _model_flops(name: str, model, spec, batch) -> float:
+    """Model FLOPs of one step by trainer.metrics.flops_per_step, as the trainer counts them for its MFU:
+    encoder + decoder tokens through the non-embedding weights, the LM head on the target tokens, and for
+    EDMem the three reads of the [Es] positions (BART: no memory term)."""
+    from trainer.metrics import flops_per_step
+
+    d, vocab = spec.model.d_model, spec.vocab_size
+    params = {id(p): p.numel() for p in model.parameters()}  # tied weights once
+    non_embedding = sum(params.values()) - vocab * d
+    mentions, n_entities = 0, 0
+    if name != "bart":
+        non_embedding -= spec.n_entities * spec.model.entity_dim if name != "edmem_rows" else 0
+        mentions, n_entities = int((batch["input_ids"] == spec.entity_start_token_id).sum()), spec.n_entities
+    input_tokens = float(batch["attention_mask"].sum()) + float(batch["labels"].ne(-100).sum())
+    return flops_per_step(non_embedding, d, vocab, spec.model.entity_dim, n_entities, input_tokens,
+                          float(batch["labels"].ne(-100).sum()), mentions)
+
+
+def worker_model(variant: str, preset: str, n_entities: int, repeats: int, dtype: str, before_rev: str,
+                 bf16_weights: bool = False, compiled: bool = False, overrides: str = "") -> dict:
     """Peak memory of one variant in a process of its own (weights, gradients, Adam states, activations)."""
-    spec, batch = _batch(preset, n_entities)
+    spec, batch = _batch(preset, n_entities, overrides)
     peak = _Peak().__enter__()
-    v = _Variant(variant, spec, batch, dtype, before_rev)
+    v = _Variant(variant, spec, batch, dtype, before_rev, bf16_weights, compiled)
     for _ in range(1 + repeats):  # the first allocates gradients and Adam states
         v.step()
     _sync()
@@ -209,30 +269,47 @@ def worker_model(variant: str, preset: str, n_entities: int, repeats: int, dtype
 
 
 def worker_timing(variants: list[str], preset: str, n_entities: int, rounds: int, dtype: str, before_rev: str,
-                  threads: int, profile_steps: int) -> dict:
+                  threads: int, profile_steps: int, bf16_weights: bool = False, compiled: bool = False,
+                  overrides: str = "", peak_tflops: float = 0.0) -> dict:
     """All variants in one process, stepped in turn (the order rotates every round), so that the load of a
     shared machine falls on all of them alike; wall and CPU (process) time of every step."""
+    from trainer.metrics import peak_flops
+
     if threads:
         torch.set_num_threads(threads)
-    spec, batch = _batch(preset, n_entities)
-    built = {name: _Variant(name, spec, batch, dtype, before_rev) for name in variants}
+    spec, batch = _batch(preset, n_entities, overrides)
+    built = {name: _Variant(name, spec, batch, dtype, before_rev, bf16_weights, compiled) for name in variants}
     for v in built.values():
-        v.step()  # warm-up: gradients, Adam states
+        v.step()  # warm-up: gradients, Adam states (and, compiled, the graphs)
+        if compiled:
+            v.step()
     wall = {name: [] for name in variants}
+    step_peak = {}
     cpu = {name: [] for name in variants}
     for r in range(rounds):
         order = variants[r % len(variants):] + variants[:r % len(variants)]
         for name in order:
             _sync()
+            if torch.cuda.is_available():
+                torch.cuda.reset_peak_memory_stats()
+                resident = torch.cuda.memory_allocated()
             t, c = time.perf_counter(), time.process_time()
             built[name].step()
             _sync()
             wall[name].append(time.perf_counter() - t)
             cpu[name].append(time.process_time() - c)
+            if torch.cuda.is_available():  # what the step adds above all variants' weights and states
+                step_peak[name] = max(step_peak.get(name, 0), torch.cuda.max_memory_allocated() - resident)
     out = {"threads": torch.get_num_threads(), "rounds": rounds, "variants": {}}
+    peak = peak_flops(peak_tflops)
     for name in variants:
         res = {"params": built[name].params, "step_s": statistics.median(wall[name]), "step_s_all": wall[name],
-               "cpu_s": statistics.median(cpu[name]), "cpu_s_all": cpu[name]}
+               "cpu_s": statistics.median(cpu[name]), "cpu_s_all": cpu[name], "model_flops": built[name].flops}
+        res["model_tflops_per_s"] = built[name].flops / res["step_s"] / 1e12
+        if peak:  # on a GPU (or with --peak_tflops): the trainer's MFU
+            res["mfu"] = built[name].flops / res["step_s"] / peak
+        if name in step_peak:
+            res["step_peak_above_resident_bytes"] = step_peak[name]
         if name != "bart" and "bart" in built:
             # per-round ratios: both steps of a round ran under about the same load
             res["step_time_ratio"] = statistics.median(a / b for a, b in zip(wall[name], wall["bart"]))
@@ -335,6 +412,38 @@ def worker_el(variant: str, n_entities: int, mentions: int, entity_dim: int, blo
             "peak_bytes_without_table_grad": peak.peak - table_grad, "dense_scores_bytes": mentions * n_entities * 4}
 
 
+def worker_lm(variant: str, tokens: int, d_model: int, vocab: int, dtype: str, repeats: int) -> dict:
+    """The LM head + cross-entropy + backward over ``tokens`` target tokens: dense (the [tokens x vocab] logits,
+    then their float32 copy, as F.linear + F.cross_entropy(logits.float()) keep them) or trainer.lm_loss's chunks."""
+    from trainer.lm_loss import linear_cross_entropy
+    from trainer.model import LM_LOSS_CHUNK_TOKENS
+
+    dev, dt = _device(), torch.bfloat16 if dtype == "bf16" else torch.float32
+    torch.manual_seed(0)
+    hidden = torch.randn(tokens, d_model, device=dev, dtype=dt).requires_grad_()
+    weight = (torch.randn(vocab, d_model, device=dev, dtype=dt) * 0.02).requires_grad_()
+    hidden.grad, weight.grad = torch.zeros_like(hidden), torch.zeros_like(weight)  # both variants return them
+    labels = torch.randint(0, vocab, (tokens,), device=dev)
+
+    def run():
+        if variant == "dense":
+            loss = F.cross_entropy(F.linear(hidden, weight).float(), labels, reduction="sum")
+        else:
+            loss, _ = linear_cross_entropy(hidden, weight, labels, LM_LOSS_CHUNK_TOKENS)
+        loss.backward()
+
+    times = []
+    with _Peak() as peak:
+        for _ in range(repeats + 1):
+            _sync()
+            t = time.perf_counter()
+            run()
+            _sync()
+            times.append(time.perf_counter() - t)
+    return {"variant": variant, "time_s": statistics.median(times[1:]), "peak_bytes": peak.peak,
+            "dense_logits_float32_bytes": tokens * vocab * 4}
+
+
 # ----------------------------------------------------------------------------- FLOP count
 
 
@@ -391,19 +500,38 @@ def main() -> None:
     ap.add_argument("--before", default=BEFORE_REV, help="git revision whose entity softmax edmem_before uses")
     ap.add_argument("--threads", type=int, default=0, help="torch threads for the timing (0: torch's default)")
     ap.add_argument("--profile_steps", type=int, default=2, help="profiled steps per variant (0: no profile)")
-    ap.add_argument("--dtype", choices=["fp32", "bf16"], default="bf16" if torch.cuda.is_available() else "fp32")
+    ap.add_argument("--dtype", choices=["fp32", "bf16"], default="bf16" if torch.cuda.is_available() else "fp32",
+                    help="autocast dtype of the forward when the weights are float32 (--bf16 false)")
+    ap.add_argument("--bf16", choices=["true", "false"], default="true" if torch.cuda.is_available() else "false",
+                    help="weights in bf16, as the trainer's DeepSpeed bf16 (no autocast; default: true on a GPU)")
+    ap.add_argument("--compile", choices=["true", "false"], default="true" if torch.cuda.is_available() else "false",
+                    help="torch.compile every transformer layer of BART and EDMem (default: true on a GPU)")
+    ap.add_argument("--batch", type=int, default=None, help="sequences per step (default: the preset's)")
+    ap.add_argument("--seq_len", type=int, default=None, help="tokens per sequence (default: the preset's)")
+    ap.add_argument("--mentions", type=int, default=None, help="mentions per sequence (default: the preset's)")
+    ap.add_argument("--peak_tflops", type=float, default=0.0,
+                    help="device peak TFLOP/s for MFU (0: trainer.metrics.peak_flops's guess from the GPU name)")
+    ap.add_argument("--lm_tokens", type=int, default=None, help="target tokens in the LM-loss comparison "
+                                                                "(default: 20480 = 128 x 160 on GPU, 4096 on CPU)")
     ap.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     ap.add_argument("--out", default=None, help="also write the JSON object to this file")
-    ap.add_argument("--skip", choices=["model", "el"], action="append", default=[])
+    ap.add_argument("--skip", choices=["model", "el", "lm"], action="append", default=[])
+    ap.add_argument("--peak_memory", choices=["true", "false"], default="true",
+                    help="measure each variant's peak memory in a process of its own (false: only the timing "
+                         "process's per-step peak above the resident weights, on a GPU; saves the start-ups)")
     ap.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.worker:
         kind, *rest = a.worker
         if kind == "model":
-            res = worker_model(rest[0], rest[1], int(rest[2]), int(rest[3]), rest[4], rest[5])
+            res = worker_model(rest[0], rest[1], int(rest[2]), int(rest[3]), rest[4], rest[5], rest[6] == "true",
+                               rest[7] == "true", rest[8])
         elif kind == "timing":
             res = worker_timing(rest[0].split(","), rest[1], int(rest[2]), int(rest[3]), rest[4], rest[5],
-                                int(rest[6]), int(rest[7]))
+                                int(rest[6]), int(rest[7]), rest[8] == "true", rest[9] == "true", rest[10],
+                                float(rest[11]))
+        elif kind == "lm":
+            res = worker_lm(rest[0], int(rest[1]), int(rest[2]), int(rest[3]), rest[4], int(rest[5]))
         else:
             res = worker_el(rest[0], int(rest[1]), int(rest[2]), int(rest[3]), int(rest[4]), int(rest[5]))
         print(json.dumps(res))
@@ -413,22 +541,30 @@ def main() -> None:
     n_entities = a.entities or (1_000_000 if gpu else 100_000)
     el_mentions = a.el_mentions or (2048 if gpu else 256)
     device = torch.cuda.get_device_name() if gpu else f"CPU ({os.cpu_count()} cores, {torch.get_num_threads()} threads)"
-    result = {"device": device, "preset": a.preset, "dtype": a.dtype, "repeats": a.repeats}
+    overrides = ",".join(f"{k}={v}" for k, v in (("batch", a.batch), ("seq_len", a.seq_len), ("mentions", a.mentions))
+                         if v is not None)
+    result = {"device": device, "preset": a.preset, "dtype": a.dtype if a.bf16 == "false" else "bf16",
+              "weights": "bf16" if a.bf16 == "true" else "fp32",
+              "autocast": a.dtype == "bf16" and a.bf16 == "false", "compile": a.compile == "true",
+              "repeats": a.repeats}
     gib = lambda b: f"{b / 2**30:.3f} GiB"  # noqa: E731
     variants = [v for v in a.variants.split(",") if v]
     if unknown := set(variants) - set(VARIANTS):
         raise SystemExit(f"unknown variants {sorted(unknown)}; known: {VARIANTS}")
     if "model" not in a.skip:
-        p = PRESETS[a.preset]
+        p = _preset(a.preset, overrides)
         timing = _spawn(["timing", ",".join(variants), a.preset, str(n_entities), str(a.repeats), a.dtype, a.before,
-                         str(a.threads), str(a.profile_steps)])
-        peaks = {v: _spawn(["model", v, a.preset, str(n_entities), "1", a.dtype, a.before]) for v in variants}
+                         str(a.threads), str(a.profile_steps), a.bf16, a.compile, overrides, str(a.peak_tflops)])
+        peaks = {v: _spawn(["model", v, a.preset, str(n_entities), "1", a.dtype, a.before, a.bf16, a.compile,
+                            overrides]) for v in variants} if a.peak_memory == "true" else {}
         model = {"entities": n_entities, **p, "before_rev": a.before, "threads": timing["threads"],
                  "rounds": timing["rounds"]}
         for v in variants:
-            model[v] = {**timing["variants"][v], "peak_bytes": peaks[v]["peak_bytes"]}
-            if v != "bart" and "bart" in variants:
-                model[v]["peak_memory_ratio"] = peaks[v]["peak_bytes"] / max(peaks["bart"]["peak_bytes"], 1)
+            model[v] = dict(timing["variants"][v])
+            if peaks:
+                model[v]["peak_bytes"] = peaks[v]["peak_bytes"]
+                if v != "bart" and "bart" in variants:
+                    model[v]["peak_memory_ratio"] = peaks[v]["peak_bytes"] / max(peaks["bart"]["peak_bytes"], 1)
         if "profile" in timing:
             model["profile"] = timing["profile"]
         geometry = dict(d_model=p["d_model"], ffn_dim=p["ffn_dim"], layers_per_stack=p["lower_layers"] +
@@ -447,24 +583,36 @@ def main() -> None:
                              "peak_memory_ratio_without_table_grad": el["dense"]["peak_bytes_without_table_grad"] /
                              max(el["blocked"]["peak_bytes_without_table_grad"], 1),
                              "time_ratio_blocked_over_dense": el["blocked"]["time_s"] / el["dense"]["time_s"]}
+    if "lm" not in a.skip:
+        lm_tokens = a.lm_tokens or (20480 if gpu else 4096)
+        d_model = PRESETS[a.preset]["d_model"]
+        lm_dtype = "bf16" if a.bf16 == "true" else "fp32"
+        lm = {v: _spawn(["lm", v, str(lm_tokens), str(d_model), str(VOCAB), lm_dtype, str(a.repeats)])
+              for v in ("dense", "chunked")}
+        result["lm_loss"] = {"tokens": lm_tokens, "d_model": d_model, "vocab": VOCAB, "dtype": lm_dtype, **lm,
+                             "peak_memory_ratio_dense_over_chunked": lm["dense"]["peak_bytes"] /
+                             max(lm["chunked"]["peak_bytes"], 1),
+                             "time_ratio_chunked_over_dense": lm["chunked"]["time_s"] / lm["dense"]["time_s"]}
     if a.out:
         Path(a.out).write_text(json.dumps(result, indent=2))
     if a.json:
         print(json.dumps(result, indent=2))
         return
-    print(f"device: {device}   preset: {a.preset}   dtype: {a.dtype}   medians of {a.repeats}")
+    print(f"device: {device}   preset: {a.preset}   weights: {result['weights']}   autocast: {result['autocast']}   "
+          f"compile: {result['compile']}   medians of {a.repeats}")
     if "model" in result:
         r = result["model"]
         print(f"\nEDMem vs the same BART without memory ({r['entities']:,} entities x {r['entity_dim']}, batch "
               f"{r['batch']} x {r['seq_len']}, {r['mentions']} mentions/sequence; {r['threads']} threads, "
               f"{r['rounds']} rounds, variants in turn; ratios are medians of per-round ratios)")
         print(f"{'variant':<14}{'params':>12}{'step (s)':>10}{'CPU (s)':>10}{'ratio':>8}{'CPU ratio':>11}"
-              f"{'peak memory':>14}")
+              f"{'peak memory':>14}{'TFLOP/s':>9}{'MFU':>7}")
         for name in variants:
             x = r[name]
+            mfu = f"{x['mfu']:>7.3f}" if "mfu" in x else f"{'-':>7}"
             print(f"{name:<14}{x['params']:>12,}{x['step_s']:>10.3f}{x['cpu_s']:>10.3f}"
                   f"{x.get('step_time_ratio', 1.0):>8.2f}{x.get('cpu_time_ratio', 1.0):>11.2f}"
-                  f"{gib(x['peak_bytes']):>14}")
+                  f"{gib(x['peak_bytes']) if 'peak_bytes' in x else '-':>14}{x['model_tflops_per_s']:>9.3f}{mfu}")
         for name, prof in r.get("profile", {}).items():
             if "difference_from_bart" in prof:
                 d = prof["difference_from_bart"]
@@ -487,6 +635,16 @@ def main() -> None:
         print(f"dense/blocked peak memory: {r['peak_memory_ratio_dense_over_blocked']:.1f}x "
               f"({r['peak_memory_ratio_without_table_grad']:.1f}x without the table gradient);  "
               f"blocked/dense time: {r['time_ratio_blocked_over_dense']:.2f}x")
+
+    if "lm_loss" in result:
+        r = result["lm_loss"]
+        print(f"\nLM head + loss + backward over {r['tokens']:,} tokens x vocabulary {r['vocab']:,} (d {r['d_model']}, "
+              f"{r['dtype']})")
+        print(f"{'variant':<9}{'time (s)':>10}{'peak memory':>16}")
+        for name in ("dense", "chunked"):
+            print(f"{name:<9}{r[name]['time_s']:>10.3f}{gib(r[name]['peak_bytes']):>16}")
+        print(f"dense/chunked peak memory: {r['peak_memory_ratio_dense_over_chunked']:.1f}x;  "
+              f"chunked/dense time: {r['time_ratio_chunked_over_dense']:.2f}x")
 
 
 if __name__ == "__main__":

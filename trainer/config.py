@@ -88,10 +88,20 @@ class TrainConfig:
     output_dir: str = option("runs/pretrain", "run directory: checkpoints/, metrics.jsonl, config.yaml, loss.png")
     max_steps: int = option(1000, "optimizer steps")
     global_batch_size: int = option(2048, "sequences per optimizer step over all ranks (fixes the sample order)")
-    micro_batch_size: int = option(16, "sequences per rank per forward pass; accumulation = global / (micro x ranks)")
+    micro_batch_size: int | str = option(16, "sequences per rank per forward pass; accumulation = global / "
+                                         "(micro x ranks). 'auto': on a GPU the largest power of two dividing "
+                                         "global / ranks whose forward + backward at data.max_seq_len fits in "
+                                         "0.85 of its memory (probed at start-up; ZeRO-3 or split rows over "
+                                         "several ranks: 16); on CPU 16")
     seed: int = option(1234, "seed of initialisation, shuffle, masking and dropout")
-    bf16: str = option("auto", "'auto' (bf16 on a GPU that supports it), true or false")
-    zero_stage: int | None = option(None, "ZeRO stage 0-3; unset: the DeepSpeed JSON's (zero2.json by default: stage 2)")
+    bf16: str = option("auto", "'auto' (bf16 on a GPU that supports it), true or false. DeepSpeed casts the "
+                                "weights to bf16 (the forward runs on them) and keeps float32 master weights and "
+                                "Adam states")
+    compile: str = option("auto", "torch.compile each transformer layer ('auto': on a CUDA device below ZeRO-3, "
+                                   "off on CPU; true or false). Micro-batches are then padded to "
+                                   "data.max_seq_len (one shape); the memory reads stay eager")
+    zero_stage: int | None = option(None, "ZeRO stage 0-3; unset: the DeepSpeed JSON's (zero2.json by default: "
+                                         "stage 2, also on one GPU: bf16 stage 0 would accumulate gradients in bf16)")
     deepspeed_config: str = option("configs/deepspeed/zero2.json", "DeepSpeed JSON; batch, optimizer, precision and "
                                                                "clipping are filled in from this config")
     log_every: int = option(10, "optimizer steps between log lines / metrics.jsonl rows")
@@ -173,6 +183,13 @@ def validate(cfg: Config) -> None:
         raise SystemExit("masking probabilities must be in [0, 1]")
     if cfg.data.num_workers < 0:
         raise SystemExit(f"data.num_workers must be >= 0, got {cfg.data.num_workers}")
+    micro = cfg.train.micro_batch_size
+    if isinstance(micro, str) and micro.strip().isdigit():
+        cfg.train.micro_batch_size = micro = int(micro)
+    if not (micro == "auto" or (isinstance(micro, int) and not isinstance(micro, bool) and micro >= 1)):
+        raise SystemExit(f"train.micro_batch_size must be a positive integer or auto, got {micro!r}")
+    if str(cfg.train.compile).lower() not in ("auto", "true", "false"):
+        raise SystemExit(f"train.compile must be auto, true or false, got {cfg.train.compile!r}")
     if cfg.model.memory_partition not in ("auto", "rows", "replicated"):
         raise SystemExit(f"model.memory_partition must be auto, rows or replicated, got {cfg.model.memory_partition!r}")
     if cfg.model.memory_kernel not in ("auto", "triton", "blocked"):

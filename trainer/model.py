@@ -41,9 +41,12 @@ from transformers.models.bart.modeling_bart import (
 from schemas import SPECIAL_ENTITIES
 from trainer.config import ModelConfig
 from trainer.entity_softmax import blocked_entity_softmax, topk_entity_read
+from trainer.lm_loss import linear_cross_entropy
 from trainer.memory import RowShardedMemory, init_rows
 
 FIRST_REAL_ENTITY_ID = len(SPECIAL_ENTITIES)
+# Tokens per chunk of the LM loss: 2048 x 50,265 logits are 0.4 GB in float32 (a whole micro-batch of 128 x 160: 4 GB).
+LM_LOSS_CHUNK_TOKENS = 2048
 
 
 def _gathered(params: list[nn.Parameter]):
@@ -303,10 +306,11 @@ class EDMem(nn.Module):
         _, head_lse, head_target, head_top1 = self.entity_memory(self.el_head(dec_h[dec_pos]), dec_targets,
                                                                  need_read=False)
 
-        # LM: logits only where there is a target; log-softmax in fp32.
+        # LM: the tied head and its cross-entropy over chunks of the target tokens (trainer.lm_loss): logits in
+        # the weights' dtype, log-sum-exp in float32, never the whole [tokens x vocabulary] logit matrix at once.
         target_mask = labels.ne(-100)
-        logits = F.linear(dec_h[target_mask], self.shared.weight)
-        lm_sum = F.cross_entropy(logits.float(), labels[target_mask], reduction="sum")
+        lm_sum, _ = linear_cross_entropy(dec_h[target_mask], self.shared.weight, labels[target_mask],
+                                         LM_LOSS_CHUNK_TOKENS)
         lm_tokens = target_mask.sum()
 
         enc_known = enc_targets >= FIRST_REAL_ENTITY_ID

@@ -42,6 +42,15 @@ from trainer.launch import launcher_command, run_launcher
 from trainer.memory import zero_table_traffic_bytes
 from trainer.metrics import MetricsLog, StepAccumulator, Timer, flops_per_step, peak_flops, plot_losses, summarize
 from trainer.model import EDMem, EDMemSpec
+from trainer.speed import (
+    compile_layers,
+    cpu_micro_batch,
+    enable_tf32,
+    pad_batch,
+    probe_batch,
+    resolve_micro_batch,
+    use_compile,
+)
 from wikiedm.config import ConfigError
 
 MODEL_INPUTS = ("input_ids", "attention_mask", "decoder_input_ids", "labels", "entity_ids", "decoder_entity_ids",
@@ -81,6 +90,9 @@ def deepspeed_config(cfg: Config, world_size: int, universal: bool) -> dict:
     ds.pop("optimizer", None), ds.pop("scheduler", None)
     if t.zero_stage is not None:
         ds.setdefault("zero_optimization", {})["stage"] = t.zero_stage
+    if bf16 and ds.get("zero_optimization", {}).get("stage", 0) == 2:
+        # ZeRO-2 otherwise sums the micro-batches' gradients in bf16 (its default is the weights' dtype)
+        ds.setdefault("data_types", {}).setdefault("grad_accum_dtype", "fp32")
     ds.setdefault("checkpoint", {})["load_universal"] = universal
     return ds
 
@@ -104,7 +116,10 @@ def lr_lambda(max_steps: int, warmup_fraction: float):
     return schedule
 
 
-def to_device(batch: dict, device) -> dict:
+def to_device(batch: dict, device, pad_to: int | None = None, pad_id: int = 0) -> dict:
+    """The model inputs on the device; with ``pad_to`` right-padded to that length first (static shapes)."""
+    if pad_to is not None:
+        batch = pad_batch(batch, pad_to, pad_id)
     if device.type == "cuda":  # pinned host memory: the copies overlap the previous micro-batch's compute
         return {k: batch[k].pin_memory().to(device, non_blocking=True) for k in MODEL_INPUTS}
     return {k: batch[k] for k in MODEL_INPUTS}
@@ -152,6 +167,7 @@ def train(argv: list[str] | None = None) -> None:
     device = torch.device("cuda", local_rank) if torch.cuda.is_available() else torch.device("cpu")
     if device.type == "cuda":
         torch.cuda.set_device(device)
+    enable_tf32(device)
     run_dir = Path(cfg.train.output_dir)
     is_main = rank == 0
     if is_main:
@@ -180,9 +196,14 @@ def train(argv: list[str] | None = None) -> None:
                              f"rows; the corpus {corpus.root} has {corpus.n_entities} entities: another vocabulary")
     partition = resolve_partition(cfg.model.memory_partition, world_size, resume)
     universal = resume is not None and checkpoint.saved_world_size(*resume) != world_size
+    per_rank = cfg.train.global_batch_size // world_size
+    probe_micro = cfg.train.micro_batch_size == "auto"
+    if probe_micro:  # provisional (CPU's choice) until the probe below
+        cfg.train.micro_batch_size = cpu_micro_batch(per_rank)
     ds_config = deepspeed_config(cfg, world_size, universal)
     stage = ds_config.get("zero_optimization", {}).get("stage", 0)
     bf16 = ds_config["bf16"]["enabled"]
+    compiled = use_compile(cfg.train.compile, device, stage)
     with deepspeed.zero.Init(config_dict_or_path=ds_config, enabled=stage == 3):
         model = EDMem(spec, el_weight=cfg.optim.el_weight, memory_partition=partition, init_seed=cfg.train.seed)
     rows = None
@@ -194,11 +215,40 @@ def train(argv: list[str] | None = None) -> None:
         load_bart_weights(model, cfg.model.init_from)
     if stage == 3:
         model.register_for_zero3()
+    if probe_micro and device.type == "cuda":
+        if stage == 3 or (rows is not None and world_size > 1):  # partitioned weights or collective reads: no probe
+            say(f"train.micro_batch_size auto: no probe under ZeRO-3 or rows over several ranks; using "
+                f"{cfg.train.micro_batch_size}")
+        else:
+            for p in model.parameters():  # the dtype and device DeepSpeed gives them (it casts bf16 the same way)
+                p.data = p.data.to(device, torch.bfloat16 if bf16 else p.dtype)
+
+            def try_step(b: int) -> None:
+                batch = probe_batch(b, cfg.data.max_seq_len, ids, corpus.n_entities, 15, device)
+                model(**batch)["loss"].backward()
+                model.zero_grad(set_to_none=True)
+
+            chosen = resolve_micro_batch(per_rank, device, try_step, model.num_parameters(), bf16, say=say)
+            if rows is not None and rows.weight.grad is not None:  # the probe's reads added into the rows' gradient
+                rows.weight.grad.zero_()
+                rows.comm.take()
+            if world_size > 1:  # every rank runs the same micro-batch: the smallest choice
+                t = torch.tensor([chosen], device=device)
+                dist.all_reduce(t, op=dist.ReduceOp.MIN)
+                chosen = int(t)
+            model.zero_grad(set_to_none=True)
+            cfg.train.micro_batch_size = chosen
+            ds_config = deepspeed_config(cfg, world_size, universal)
+    if probe_micro:
+        say(f"train.micro_batch_size auto: {cfg.train.micro_batch_size}")
+    if compiled:
+        say(f"torch.compile: {compile_layers(model)} transformer layers (micro-batches padded to "
+            f"{cfg.data.max_seq_len} positions)")
     say(f"EDMem: {model.num_parameters() / 1e6:.2f}M parameters, entity table "
         f"{corpus.n_entities} x {cfg.model.entity_dim} "
         + (f"split by rows over {world_size} ranks (rows {rows.row_start}..{rows.row_end - 1} here)"
            if rows is not None else "replicated (a DeepSpeed parameter)")
-        + f"; ZeRO stage {stage}, bf16 {bf16}, "
+        + f"; ZeRO stage {stage}, bf16 {bf16}, compile {compiled}, "
         f"{world_size} ranks x {ds_config['gradient_accumulation_steps']} accumulation x "
         f"{cfg.train.micro_batch_size} = {cfg.train.global_batch_size} sequences per step")
 
@@ -206,7 +256,7 @@ def train(argv: list[str] | None = None) -> None:
     # The table's rows (partition rows) get their own AdamW with the same settings and schedule,
     # stepped right after the engine's; DeepSpeed clips its gradients by their global norm, the
     # rows are clipped by theirs (over all ranks) at the same threshold.
-    fused = device.type == "cuda"
+    fused = device.type == "cuda"  # one kernel for all of AdamW's tensors
     schedule = lr_lambda(cfg.train.max_steps, cfg.optim.warmup_fraction)
     engine, _, _, scheduler = deepspeed.initialize(
         model=model,
@@ -221,6 +271,9 @@ def train(argv: list[str] | None = None) -> None:
         say(f"ZeRO-3 keeps {table.ds_tensor.numel()} of the table's {table.ds_numel} elements on this rank"
             + (" (below stage3_param_persistence_threshold: whole on every rank)"
                if getattr(table, "ds_persist", False) else ""))
+    accumulation = getattr(engine.optimizer, "gradient_accumulation_dtype", None)
+    say(f"weights in {next(engine.module.parameters()).dtype} for the forward"
+        + (f"; gradients summed over micro-batches in {accumulation}" if accumulation is not None else ""))
     if rows is not None:  # fused on CPU too: ~9x faster than the for-loop AdamW over a large table here
         rows.make_optimizer(cfg.optim.lr, cfg.optim.betas, cfg.optim.eps, cfg.optim.weight_decay, schedule,
                             fused=device.type in ("cuda", "cpu"))
@@ -265,6 +318,11 @@ def train(argv: list[str] | None = None) -> None:
         f"validation: {len(val_batches)} micro-batches per rank")
 
     flop_peak = peak_flops(cfg.train.peak_tflops)
+    pad_to = cfg.data.max_seq_len if compiled else None  # one shape for the compiled layers
+
+    def inputs(batch: dict) -> dict:
+        return to_device(batch, device, pad_to, ids.pad)
+
     non_embedding = model.num_parameters(exclude_entity_table=True) - ids.vocab_size * cfg.model.d_model
 
     def validate() -> None:
@@ -274,7 +332,7 @@ def train(argv: list[str] | None = None) -> None:
         acc = StepAccumulator()
         with torch.no_grad():
             for batch in val_batches:
-                acc.add(engine(**to_device(batch, device)), batch)
+                acc.add(engine(**inputs(batch)), batch)
         engine.train()
         record = {"step": step, "split": "validation", **summarize(acc.reduce(device), cfg.optim.el_weight)}
         log.write(record)
@@ -297,7 +355,7 @@ def train(argv: list[str] | None = None) -> None:
         data_wait_s = time.perf_counter() - waiting
         samples_seen += cfg.train.global_batch_size  # the resume position (the prefetcher runs ahead)
         for batch in micro_batches:
-            out = engine(**to_device(batch, device))
+            out = engine(**inputs(batch))
             engine.backward(out["loss"])
             engine.step()  # DeepSpeed steps the optimizer and scheduler at the accumulation boundary
             acc.add(out, batch)  # device-side sums: no host synchronisation per micro-batch
@@ -326,6 +384,8 @@ def train(argv: list[str] | None = None) -> None:
                 record["grad_norm"] = record["grad_norm"].item()
             if memory_grad_norm is not None:
                 record["memory_grad_norm"] = memory_grad_norm.item()
+            if device.type == "cuda":  # the run's high-water mark of allocated device memory so far
+                record["peak_memory_gb"] = torch.cuda.max_memory_allocated(device) / 2**30
             if flop_peak:
                 flops = flops_per_step(non_embedding, cfg.model.d_model, ids.vocab_size, cfg.model.entity_dim,
                                        corpus.n_entities, sums["input_tokens"], sums["lm_tokens"],

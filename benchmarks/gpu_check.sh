@@ -18,6 +18,8 @@
 #   kernels  benchmarks/bench_entity_softmax.py, when it exists
 #   data     benchmarks/bench_data.py on the corpus, when it exists: passages/s of the data path
 #
+# Each part's time limit can be raised with GPU_CHECK_T_<PART> (seconds), e.g. GPU_CHECK_T_TRAIN=300.
+#
 # Output: ONE JSON, --out (default benchmarks/results/gpu_check.json), and a copy as $OUT/gpu_check.json
 # when $OUT is set (benchmarks/gpu_check_report.py assembles it). --cpu-smoke runs every part at a tiny
 # size on CPU (DeepSpeed already installed; tests/test_gpu_check.py), to check the script itself.
@@ -40,7 +42,7 @@ while [ $# -gt 0 ]; do
     --out) REPORT=$2; shift 2 ;;
     --parts) PARTS_WANTED=$2; shift 2 ;;
     --cpu-smoke|--dry-run) SMOKE=1; shift ;;
-    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
     *) echo "gpu_check: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -53,8 +55,14 @@ echo "gpu_check: work folder $WORK"
 if [ "$SMOKE" = 1 ]; then
   T_INSTALL=60 T_TRAIN=400 T_BENCH=400 T_TESTS=300 T_KERNELS=200 T_DATA=200
 else
-  T_INSTALL=30 T_TRAIN=170 T_BENCH=110 T_TESTS=130 T_KERNELS=30 T_DATA=20
+  # the kernels' first call compiles Triton code (~1 min); the data part starts a worker process
+  T_INSTALL=30 T_TRAIN=150 T_BENCH=100 T_TESTS=110 T_KERNELS=60 T_DATA=30
 fi
+# any of them can be set from the environment, e.g. GPU_CHECK_T_TRAIN=300 for a longer base.yaml run
+for part in INSTALL TRAIN BENCH TESTS KERNELS DATA; do
+  var="GPU_CHECK_T_$part"
+  if [ -n "${!var:-}" ]; then printf -v "T_$part" '%s' "${!var}"; fi
+done
 
 wanted() { case ",$PARTS_WANTED," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
 

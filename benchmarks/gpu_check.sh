@@ -42,7 +42,7 @@ while [ $# -gt 0 ]; do
     --out) REPORT=$2; shift 2 ;;
     --parts) PARTS_WANTED=$2; shift 2 ;;
     --cpu-smoke|--dry-run) SMOKE=1; shift ;;
-    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
     *) echo "gpu_check: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done

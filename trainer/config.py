@@ -21,6 +21,8 @@ import yaml
 from wikiedm.config import IGNORED, ConfigError, ConfigParser
 from wikiedm.fields import option
 
+MEMORY_KINDS = ("entity", "none")
+
 
 @dataclass
 class ModelConfig:
@@ -47,6 +49,10 @@ class ModelConfig:
                                        "DeepSpeed parameter, ZeRO-partitioned at rest and gathered to read), or "
                                        "'auto': a resumed checkpoint's layout, else rows above 1 rank")
     init_from: str | None = option(None, "optional local Hugging Face BART checkpoint to initialise the transformer from")
+    memory: str = option("entity", "'entity': EDMem (the entity memory read in both stacks, the linking head, the EL "
+                                   "loss); 'none': the same BART encoder-decoder with no memory reads, no EL loss and "
+                                   "no entity table or read/linking parameters (the ablation baseline, "
+                                   "docs/ablation.md)")
 
 
 @dataclass
@@ -150,6 +156,8 @@ def validate(cfg: Config) -> None:
         raise SystemExit("model.d_model must be divisible by model.attention_heads")
     if not 0 <= cfg.data.random_token_mask_prob <= 1 or not 0 <= cfg.data.salient_span_mask_prob <= 1:
         raise SystemExit("masking probabilities must be in [0, 1]")
+    if cfg.model.memory not in MEMORY_KINDS:
+        raise SystemExit(f"model.memory must be one of {', '.join(MEMORY_KINDS)}, got {cfg.model.memory!r}")
     if cfg.model.memory_partition not in ("auto", "rows", "replicated"):
         raise SystemExit(f"model.memory_partition must be auto, rows or replicated, got {cfg.model.memory_partition!r}")
 

@@ -130,7 +130,9 @@ def test_memory_none_trains_under_deepspeed_and_both_evaluate(short_runs, corpus
     for name, model in (("none", bart), ("entity", edmem)):
         a = evaluate(model, corpus_dir, batch_size=32)
         subset = evaluate(model, corpus_dir, batch_size=8, max_passages=20)
-        assert subset == evaluate(model, corpus_dir, batch_size=5, max_passages=20)  # fixed masks and subset
+        again = evaluate(model, corpus_dir, batch_size=5, max_passages=20)  # fixed masks and subset
+        for key, value in subset.items():  # counts exactly; the sums of float32 losses up to their rounding
+            assert again[key] == (pytest.approx(value, rel=1e-6) if isinstance(value, float) else value), key
         assert subset["passages"] == 20 and subset["validation_passages"] == a["passages"]
         assert a["dropped_mentions"] == 0 and a["truncated_tokens"] == 0
         assert a["mention_tokens"] == tokens > 0 and a["other_tokens"] > 0

@@ -178,6 +178,23 @@ def corpus_facts(root: Path) -> dict:
     return facts
 
 
+def majority_baseline(hyper: Path, eval_passages: int) -> dict:
+    """EL acc@1 of always answering the entity most linked in training (the vocabulary's first row), on the
+    linking targets the evaluation scores: what a linking head that learned only the prior reaches."""
+    import pyarrow.parquet as pq
+
+    from trainer.data import open_corpus
+    from trainer.evaluate import gold_passages, select_passages
+
+    vocab = pq.read_table(hyper / "entity_vocab" / "entity_vocab.parquet").to_pylist()
+    top = max((r for r in vocab if r["entity_id"] >= 3), key=lambda r: r["count"])
+    rows, _ = gold_passages(hyper, open_corpus(hyper, verify_sha256=False).validation_shards, None)
+    targets = [m["entity_id"] for r in select_passages(rows, eval_passages) for m in r["mentions"]
+               if m["entity_id"] >= 3]
+    return {"entity": top["entity"], "el_acc": sum(t == top["entity_id"] for t in targets) / max(1, len(targets)),
+            "targets": len(targets)}
+
+
 def check_pair(dump: str, hyper: Path, labelled: Path) -> dict:
     """The two corpora of a dump must share pages, split and vocabulary; -> their summary for the JSON."""
     a, b = corpus_facts(hyper), corpus_facts(labelled)
@@ -315,6 +332,8 @@ def verdict(e: dict, metric: str) -> str:
     if not s or s.get("mean") is None or s.get("ci") is None:
         return "not measured (fewer than 2 seeds)"
     lo, hi = s["mean"] - s["ci"], s["mean"] + s["ci"]
+    if s["mean"] == 0 and s["ci"] == 0:
+        return "no difference on any seed"
     if lo > 0 or hi < 0:
         helps = (s["mean"] > 0) == (BETTER[metric] > 0)
         return "helps (interval excludes 0)" if helps else "hurts (interval excludes 0)"
@@ -375,7 +394,10 @@ def result_lines(results: dict, heading: str = "##") -> list[str]:
         lines += [f"{heading}# {dump}", "",
                   f"Validation: {ev['passages']} passages, {ev['hyperlinks']} hyperlinks ({ev['mention_tokens']} "
                   f"mention tokens, {ev['other_tokens']} other tokens), {ev['el_targets'] or '-'} linking targets "
-                  f"in the vocabulary; {ev['dropped_mentions']} mentions dropped by the sequence length.", "",
+                  f"in the vocabulary; {ev['dropped_mentions']} mentions dropped by the sequence length. "
+                  + (f"Always answering the entity most linked in training ({base['entity']}) gets EL acc@1 "
+                     f"{base['el_acc']:.3f} on these targets." if (base := results["corpora"].get(dump, {}).get(
+                         "el_majority_baseline")) else ""), "",
                   "| model | corpus | seeds | mention LM loss | mention token acc | other LM loss | other token acc | "
                   "EL acc@1 |", "|---|---|---:|---:|---:|---:|---:|---:|"]
         for v in rows:
@@ -436,7 +458,7 @@ def write_doc(results: dict) -> None:
         "|---|---|---:|---:|---:|---:|",
     ]
     for dump, pair in results["corpora"].items():
-        for corpus, c in pair.items():
+        for corpus, c in ((name, pair[name]) for name in CORPORA):
             lines.append(f"| {dump} | {corpus} | {c['train']['pages']} | {c['train']['passages']} | "
                          f"{c['validation']['passages']} | x{c['train_mentions_per_hyperlink']:.2f} |")
     lines += ["", "## Results", "", *result_lines(results)]
@@ -502,7 +524,12 @@ def main(argv: list[str] | None = None) -> None:
                                                "the results)")
     args = ap.parse_args(argv)
     if args.report:
-        save(json.loads(output_paths(args.config)[0].read_text()))
+        results = json.loads(output_paths(args.config)[0].read_text())
+        for dump, summary in results["corpora"].items():  # results written before the baseline was recorded
+            if "el_majority_baseline" not in summary:
+                summary["el_majority_baseline"] = majority_baseline(OUT / "corpora" / f"{dump}-hyperlinks",
+                                                                    CONFIGS[args.config]["eval_passages"])
+        save(results)
         return
     cfg = CONFIGS[args.config]
     if cfg["threads"]:  # the in-process evaluations, like the training subprocesses
@@ -518,6 +545,8 @@ def main(argv: list[str] | None = None) -> None:
         for corpus in CORPORA:
             corpora[(dump, corpus)] = build_corpus(dump, corpus)
         corpus_summary[dump] = check_pair(dump, corpora[(dump, "hyperlinks")], corpora[(dump, "labels")])
+        corpus_summary[dump]["el_majority_baseline"] = majority_baseline(corpora[(dump, "hyperlinks")],
+                                                                         cfg["eval_passages"])
     if args.only:
         dump, corpus, model, seed = args.only.split("/")
         started = time.monotonic()

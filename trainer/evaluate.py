@@ -102,6 +102,13 @@ def gold_passages(corpus_root: Path, shards: list[Path], model_vocab: dict[str, 
     return rows, counts
 
 
+def select_passages(rows: list, max_passages: int) -> list:
+    """``max_passages`` of the rows, evenly spaced in their (passage-id) order; all when there are no more."""
+    if not 0 < max_passages < len(rows):
+        return rows
+    return [rows[i] for i in np.unique(np.linspace(0, len(rows) - 1, max_passages).round().astype(int))]
+
+
 @torch.no_grad()
 def evaluate(model: EDMem, corpus: str | Path, model_corpus: str | Path | None = None, batch_size: int = 32,
              max_seq_len: int | None = None, max_passages: int = 0) -> dict:
@@ -131,7 +138,7 @@ def evaluate(model: EDMem, corpus: str | Path, model_corpus: str | Path | None =
                           f"{spec.n_entities}: pass the corpus the model was trained on (--model_corpus)")
     rows, counts = gold_passages(eval_corpus.root, eval_corpus.validation_shards, model_vocab)
     if 0 < max_passages < len(rows):
-        rows = [rows[i] for i in np.unique(np.linspace(0, len(rows) - 1, max_passages).round().astype(int))]
+        rows = select_passages(rows, max_passages)
         counts = {**counts, "passages": len(rows), "hyperlinks": sum(len(r["mentions"]) for r in rows),
                   "validation_passages": counts["passages"]}
     max_len = max_seq_len or spec.model.max_positions

@@ -259,6 +259,9 @@ def grid_point(cfg: dict, config: str, steps: int, dump: str, corpus: str, model
 
     started = time.monotonic()
     net, run_config = load_checkpoint(run_dir)
+    import torch
+
+    net.to("cuda" if torch.cuda.is_available() else "cpu")  # config base on a GPU: evaluate there too
     metrics = evaluate(net, corpora[(dump, "hyperlinks")], run_config["data"]["path"], 32,
                        run_config["data"]["max_seq_len"], cfg["eval_passages"])
     eval_path.write_text(json.dumps(metrics, indent=2) + "\n")

@@ -425,6 +425,10 @@ def result_lines(results: dict, heading: str = "##") -> list[str]:
     return lines
 
 
+def batch_size(cfg: dict) -> str:
+    return dict(zip(cfg["overrides"][::2], cfg["overrides"][1::2])).get("--train.global_batch_size", "?")
+
+
 def reading_lines(results: dict) -> list[str]:
     """How to read the verdicts (written after the small grid's results were seen; the numbers are the JSON's)."""
     summary = results["summary"]
@@ -437,8 +441,9 @@ def reading_lines(results: dict) -> list[str]:
         return next((v for v in summary["variants"] if (v["dump"], v["corpus"], v["model"]) == (dump, corpus, model)),
                     None)
 
-    lines = ["Reading the verdicts (added after the results were in; the protocol above did not change):", ""]
-    for dump in DUMPS:
+    lines = ["Reading the verdicts (added after the results were in; the protocol did not change):", ""]
+    dumps = [d for d in DUMPS if d in results["corpora"]]
+    for dump in dumps:
         mem = effect(dump, "memory", "hyperlinks")
         bart, edmem = variant(dump, "hyperlinks", "bart"), variant(dump, "hyperlinks", "edmem")
         base = results["corpora"].get(dump, {}).get("el_majority_baseline")
@@ -459,17 +464,45 @@ def reading_lines(results: dict) -> list[str]:
             f"{on_mentions:+.2f} nats on mention tokens and {on_other:+.2f} on the other tokens: {why}. "
             f"EDMem's EL acc@1 is "
             f"{edmem['el_acc']['mean']:.3f}, against {base['el_acc']:.3f} for always answering the most linked "
-            f"entity: its linking head has learned nothing beyond that.")
+            + ("entity: its linking head has learned nothing beyond that."
+               if edmem["el_acc"]["mean"] - (edmem["el_acc"]["ci"] or 0) <= base["el_acc"] else
+               "entity: above it, though not by much in absolute terms."))
     lines += [
-        "- In both dumps the models are close to where they started (losses near the uniform guess on enwiki206;"
-        " on ukwiki the loss is lower because GPT-2's byte-level BPE cuts Cyrillic into more tokens than"
-        " characters, few distinct and frequent, whose frequencies are learned fast), so a few hundredths of a nat move with the optimisation path, and 8 effects x 3 seeds give"
-        " room for an interval that excludes 0 by chance.",
-        "- So this grid does not support claim (a) or claim (b), and does not refute them: at 256 training"
-        " passages neither the memory nor the labels can show what they are for.",
+        f"- In {'both dumps' if len(dumps) > 1 else dumps[0]} the models are close to where they started"
+        " (losses near the uniform guess on enwiki206"
+        + ("; on ukwiki the loss is lower because GPT-2's byte-level BPE cuts Cyrillic into more tokens than"
+           " characters, few distinct and frequent, whose frequencies are learned fast" if "ukwiki" in dumps else "")
+        + f"), so a few hundredths of a nat move with the optimisation path, and {len(summary['effects'])} effects"
+        f" x {len(results['config']['seeds'])} seeds give room for an interval that excludes 0 by chance.",
+        "- So this grid does not support claim (a) or claim (b), and does not refute them: at "
+        f"{results['config']['steps'] * int(batch_size(results['config']))} training passages neither the memory"
+        " nor the labels can show what they are for.",
         "",
     ]
     return lines
+
+
+def trend_lines(short: dict, long: dict) -> list[str]:
+    """The same variant's held-out losses after the short and the long run (mean over seeds)."""
+    lines, rises = [], []
+    for v in long["summary"]["variants"]:
+        w = next((x for x in short["summary"]["variants"]
+                  if (x["dump"], x["corpus"], x["model"]) == (v["dump"], v["corpus"], v["model"])), None)
+        if w is None or v["mention_lm_loss"]["mean"] is None or w["mention_lm_loss"]["mean"] is None:
+            continue
+        rises.append(v["mention_lm_loss"]["mean"] > w["mention_lm_loss"]["mean"]
+                     and v["other_lm_loss"]["mean"] < w["other_lm_loss"]["mean"])
+        lines.append(f"| {v['dump']} | {v['model']} | {v['corpus']} | {w['mention_lm_loss']['mean']:.3f} -> "
+                     f"{v['mention_lm_loss']['mean']:.3f} | {w['other_lm_loss']['mean']:.3f} -> "
+                     f"{v['other_lm_loss']['mean']:.3f} |")
+    if not lines:
+        return []
+    return [f"From {short['config']['steps']} to {long['config']['steps']} steps (mean over seeds):", "",
+            "| dump | model | corpus | mention LM loss | other LM loss |", "|---|---|---|---|---|", *lines, "",
+            *(["In every variant the loss on the visible tokens falls while the loss on the masked mention tokens "
+               "rises: with more steps the models first learn to reproduce what they see, and put less probability "
+               "on the right tokens where they see <mask>; none has started to fill in entity names.", ""]
+              if rises and all(rises) else [])]
 
 
 def write_doc(results: dict) -> None:
@@ -545,7 +578,7 @@ def write_doc(results: dict) -> None:
                   f"{', '.join(map(str, c['seeds']))}; {len(extra['runs'])} of {extra['grid_points_planned']} grid "
                   f"points finished. Not pre-registered: read it as a look at the trend with more training. Files: "
                   f"`{path.relative_to(REPO)}`, `{output_paths(name)[1].relative_to(REPO)}`.", "",
-                  *result_lines(extra, "###"), ""]
+                  *result_lines(extra, "###"), "", *reading_lines(extra), *trend_lines(results, extra)]
     DOC.parent.mkdir(parents=True, exist_ok=True)
     DOC.write_text("\n".join(lines))
 

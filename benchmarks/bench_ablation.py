@@ -454,7 +454,7 @@ def reading_lines(results: dict) -> list[str]:
                                                                                           abs(on_other)) + 0.02
         why = ("a difference the other tokens share: the two objectives train the LM at different speeds, it is not "
                "entity knowledge" if shared else
-               "EDMem does better on mention tokens relative to the rest, but with mention-token accuracy near 0 on "
+               f"the two differ by {on_mentions - on_other:+.2f} nats, but with mention-token accuracy near 0 on "
                "both sides and losses this close to the uniform guess that is a difference in how far each has moved "
                "off it, not entity knowledge (which would show as mention tokens predicted)")
         lines.append(

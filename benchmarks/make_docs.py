@@ -54,7 +54,7 @@ RENDERERS: dict[str, Renderer] = {}
 # Sections in this order; stems not listed follow alphabetically.
 ORDER = ["pipeline", "extract", "labels", "scale_replicated", "scale_replicated_k8_bytes", "scale_synthetic",
          "scale_synthetic_bytes", "parallel", "graph_build", "linker_quality", "linker", "linker_memory",
-         "trainer", "memory"]
+         "trainer", "trainer_speed_cpu", "trainer_lm_loss_cpu", "memory", "ablation", "ablation_small-long"]
 
 
 def renders(*stems: str) -> Callable[[Renderer], Renderer]:
@@ -118,7 +118,7 @@ def machine_of(data: dict) -> str:
             return plain(value)
         if isinstance(value, dict):
             cpus = value.get("cpus")
-            load = value.get("load_average_at_start")
+            load = value.get("load_average_at_start") or (value.get("load_avg_at_start") or [None])[0]
             text = f"{cpus}-CPU {value.get('platform', 'machine')}" if cpus else str(value.get("platform", ""))
             return text + (f", load average {load:.1f} at start" if load is not None else "")
     return DEFAULT_MACHINE
@@ -296,16 +296,19 @@ def render_linker_memory(stem: str, data: dict) -> Section:
                    f"lookups per run, {data['repeats']} repeats", body)
 
 
-@renders("trainer")
+@renders("trainer", "trainer_speed_cpu", "trainer_lm_loss_cpu")
 def render_trainer(stem: str, data: dict) -> Section:
     m = data["model"]
     rows = []
     for key, label in (("edmem_rows", "EDMem, table split by rows (1 rank)"),
-                       ("edmem", "EDMem, replicated table (as under ZeRO)")):
-        v = m[key]
+                       ("edmem", "EDMem, replicated table (as under ZeRO)"),
+                       ("edmem_dense_lm", "EDMem, replicated table, LM loss over the whole logit matrix")):
+        v = m.get(key)
+        if not isinstance(v, dict) or "cpu_time_ratio" not in v:
+            continue
         cpu = ratio(v["cpu_time_ratio"])
         rows.append([label, f"**{cpu}**" if key == "edmem_rows" else cpu, ratio(v["step_time_ratio"]),
-                     ratio(v["peak_memory_ratio"])])
+                     ratio(v.get("peak_memory_ratio"))])
     body = table(["variant / the same BART without memory", "CPU time", "wall time", "peak memory"], rows)
     geo = m["flops"]
     body += "\n\nThe floor set by matrix-product FLOPs (exact softmax over the whole table):\n\n"
@@ -313,11 +316,19 @@ def render_trainer(stem: str, data: dict) -> Section:
                   [[name, num(g["bart"] / 1e9, 0), num(g["memory"] / 1e9, 1), ratio(g["ratio_bound"])]
                    for name, g in (("this benchmark", geo["this_geometry"]),
                                    ("the paper (BART-large, 1M × 256)", geo["paper_geometry"]))])
-    el = data["el_loss"]
-    body += (f"\n\nEntity-linking loss over {num(el['entities'])} × {el['entity_dim']} entities, "
-             f"{el['mentions']} mentions: blocked softmax {ratio(1 / el['peak_memory_ratio_dense_over_blocked'])} "
-             f"the dense peak memory, {ratio(el['time_ratio_blocked_over_dense'])} its time.")
-    return Section("EDMem step vs the same BART", "benchmarks/bench_trainer.py", data.get("device", DEFAULT_MACHINE),
+    el = data.get("el_loss")
+    if el:
+        body += (f"\n\nEntity-linking loss over {num(el['entities'])} × {el['entity_dim']} entities, "
+                 f"{el['mentions']} mentions: blocked softmax {ratio(1 / el['peak_memory_ratio_dense_over_blocked'])} "
+                 f"the dense peak memory, {ratio(el['time_ratio_blocked_over_dense'])} its time.")
+    lm = data.get("lm_loss")
+    if lm:
+        body += (f"\n\nLM loss over {num(lm['tokens'])} tokens, vocabulary {num(lm['vocab'])}, d {lm['d_model']}: "
+                 f"chunked {ratio(1 / lm['peak_memory_ratio_dense_over_chunked'])} the dense peak memory, "
+                 f"{ratio(lm['time_ratio_chunked_over_dense'])} its time.")
+    title = {"trainer": "EDMem step vs the same BART", "trainer_speed_cpu": "EDMem step vs the same BART, with the "
+             "chunked LM loss", "trainer_lm_loss_cpu": "EDMem step vs the same BART: chunked vs dense LM loss"}[stem]
+    return Section(title, "benchmarks/bench_trainer.py", data.get("device", DEFAULT_MACHINE),
                    f"`{data['preset']}` preset (d {m['d_model']}, {m['lower_layers']} + {m['upper_layers']} layers "
                    f"per stack), {num(m['entities'])} × {m['entity_dim']} table, {m['batch']} × {m['seq_len']} "
                    f"tokens, {m['mentions']} mentions per sequence, {data['dtype']}, {m['threads']} thread; "
@@ -343,6 +354,28 @@ def render_memory(stem: str, data: dict) -> Section:
                    f"{num(data['entities'])} × {data['entity_dim']} table, {data['ranks']} CPU ranks (gloo), tiny "
                    f"transformer, {data['mentions']} mentions per rank per step, medians of {data['steps']} steps",
                    body)
+
+
+@renders("ablation", "ablation_small-long")
+def render_ablation(stem: str, data: dict) -> Section:
+    def cell(metric: dict, digits: int = 3) -> str:
+        return "–" if metric.get("mean") is None else f"{metric['mean']:.{digits}f} ± {metric['ci']:.{digits}f}"
+
+    rows = [[v["dump"], v["corpus"], v["model"], len(v["seeds"]), cell(v["mention_lm_loss"]),
+             cell(v["other_lm_loss"]), cell(v["el_acc"])] for v in data["summary"]["variants"]]
+    body = table(["dump", "corpus", "model", "seeds", "mention-token LM loss", "other-token LM loss", "EL acc@1"], rows)
+    baselines = [f"{dump}: {c['el_majority_baseline']['el_acc']:.3f} ({c['el_majority_baseline']['targets']} targets)"
+                 for dump, c in data["corpora"].items() if c.get("el_majority_baseline")]
+    if baselines:
+        body += "\n\nEL acc@1 of always answering the entity most linked in training: " + "; ".join(baselines) + "."
+    body += ("\n\nMean ± half-width of the 95% Student t interval over seeds. Setup, paired effects and what the "
+             "figures support: [ablation.md](ablation.md).")
+    cfg = data["config"]
+    return Section(f"Ablation, config `{cfg['name']}`: entity memory and missing-mention labels",
+                   "benchmarks/bench_ablation.py", machine_of(data),
+                   f"{', '.join(cfg['dumps'])}; {cfg['steps']} steps of {cfg['overrides'][1]} passages per run, "
+                   f"seeds {', '.join(map(str, cfg['seeds']))}; {len(data['runs'])} of {data['grid_points_planned']} "
+                   f"grid points", body)
 
 
 def render_generic(stem: str, data: Any) -> Section:

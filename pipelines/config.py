@@ -63,6 +63,8 @@ class WikiMentionsConfig:
             raise ValueError("--output is required (a folder)")
         if self.window < 2 or not (0 <= self.overlap < self.window):
             raise ValueError(f"need window >= 2 and 0 <= overlap < window (got {self.window}, {self.overlap})")
+        if self.blink_model and self.labels.hyperlinks_only:
+            raise ValueError("--labels.hyperlinks_only true keeps the hyperlinks alone: it excludes --blink_model")
         if self.blink_model and not self.blink_corpus:
             raise ValueError("--blink_model needs --blink_corpus (the corpus output its entity index covers)")
         if not (0.0 <= self.validation_fraction <= 1.0):

@@ -21,6 +21,8 @@ import yaml
 from wikiedm.config import IGNORED, ConfigError, ConfigParser
 from wikiedm.fields import option
 
+MEMORY_KINDS = ("entity", "none")
+
 
 @dataclass
 class ModelConfig:
@@ -53,6 +55,10 @@ class ModelConfig:
                                 "read and the gradients, relative; CUDA only, entity_dim <= 256), or 'auto': triton on "
                                 "a GPU when triton imports, else blocked")
     init_from: str | None = option(None, "optional local Hugging Face BART checkpoint to initialise the transformer from")
+    memory: str = option("entity", "'entity': EDMem (the entity memory read in both stacks, the linking head, the EL "
+                                   "loss); 'none': the same BART encoder-decoder with no memory reads, no EL loss and "
+                                   "no entity table or read/linking parameters (the ablation baseline, "
+                                   "docs/ablation.md)")
 
 
 @dataclass
@@ -190,6 +196,8 @@ def validate(cfg: Config) -> None:
         raise SystemExit(f"train.micro_batch_size must be a positive integer or auto, got {micro!r}")
     if str(cfg.train.compile).lower() not in ("auto", "true", "false"):
         raise SystemExit(f"train.compile must be auto, true or false, got {cfg.train.compile!r}")
+    if cfg.model.memory not in MEMORY_KINDS:
+        raise SystemExit(f"model.memory must be one of {', '.join(MEMORY_KINDS)}, got {cfg.model.memory!r}")
     if cfg.model.memory_partition not in ("auto", "rows", "replicated"):
         raise SystemExit(f"model.memory_partition must be auto, rows or replicated, got {cfg.model.memory_partition!r}")
     if cfg.model.memory_kernel not in ("auto", "triton", "blocked"):

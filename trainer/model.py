@@ -161,14 +161,14 @@ class MemoryAccess(nn.Module):
 class EDMemStack(nn.Module):
     """Lower layers, a memory access, upper layers; the encoder or the decoder."""
 
-    def __init__(self, bart: BartConfig, m: ModelConfig, is_decoder: bool):
+    def __init__(self, bart: BartConfig, m: ModelConfig, is_decoder: bool, with_memory: bool = True):
         super().__init__()
         layer_cls = BartDecoderLayer if is_decoder else BartEncoderLayer
         self.is_decoder = is_decoder
         self.embed_positions = BartLearnedPositionalEmbedding(m.max_positions, m.d_model)
         self.layernorm_embedding = nn.LayerNorm(m.d_model)
         self.lower = nn.ModuleList([layer_cls(bart, layer_idx=i) for i in range(m.lower_layers)])
-        self.memory_access = MemoryAccess(m.d_model, m.entity_dim)
+        self.memory_access = MemoryAccess(m.d_model, m.entity_dim) if with_memory else None
         self.upper = nn.ModuleList([layer_cls(bart, layer_idx=m.lower_layers + i) for i in range(m.upper_layers)])
         self.dropout = m.dropout
 
@@ -197,12 +197,17 @@ class EDMem(nn.Module):
         self.init_seed = init_seed  # of the entity table (chunk-seeded: the same values in every layout)
         m = spec.model
         bart = bart_config(spec)
+        # model.memory 'none': the same BART stacks without the table, the read sites and the linking head
+        # (no parameter DeepSpeed would see unused), trained on the LM loss alone: the ablation baseline.
+        self.has_memory = m.memory != "none"
         self.shared = nn.Embedding(spec.vocab_size, m.d_model, padding_idx=spec.pad_token_id)
-        self.encoder = EDMemStack(bart, m, is_decoder=False)
-        self.decoder = EDMemStack(bart, m, is_decoder=True)
-        self.entity_memory = EntityMemory(spec.n_entities, m.entity_dim, m.entity_block_size, m.inference_top_k,
-                                          memory_partition, m.memory_kernel)
-        self.el_head = nn.Sequential(nn.LayerNorm(m.d_model), nn.Linear(m.d_model, m.entity_dim))
+        self.encoder = EDMemStack(bart, m, is_decoder=False, with_memory=self.has_memory)
+        self.decoder = EDMemStack(bart, m, is_decoder=True, with_memory=self.has_memory)
+        self.entity_memory = self.el_head = None
+        if self.has_memory:
+            self.entity_memory = EntityMemory(spec.n_entities, m.entity_dim, m.entity_block_size, m.inference_top_k,
+                                              memory_partition, m.memory_kernel)
+            self.el_head = nn.Sequential(nn.LayerNorm(m.d_model), nn.Linear(m.d_model, m.entity_dim))
         self.reset_parameters()
 
     @property
@@ -217,6 +222,8 @@ class EDMem(nn.Module):
 
     def query_projections(self) -> list[nn.Linear]:
         """W_in of the encoder and decoder reads and the linking head's projection: they make the queries."""
+        if not self.has_memory:
+            return []
         return [self.encoder.memory_access.query_proj, self.decoder.memory_access.query_proj, self.el_head[1]]
 
     @torch.no_grad()
@@ -265,6 +272,8 @@ class EDMem(nn.Module):
     def num_parameters(self, exclude_entity_table: bool = False) -> int:
         """All parameters, the entity table counted once whether replicated or split by rows."""
         total = sum(getattr(p, "ds_numel", p.numel()) for p in self.parameters())
+        if not self.has_memory:
+            return total
         table = self.spec.n_entities * self.spec.model.entity_dim
         if self.entity_memory.partition == "rows":
             total += table
@@ -274,6 +283,7 @@ class EDMem(nn.Module):
                       use_memory: bool = True):
         """-> encoder states, decoder states, [Es] positions and EL read results of both stacks."""
         es = self.spec.entity_start_token_id
+        use_memory = use_memory and self.has_memory
         memory = self.entity_memory if use_memory else None
         enc_mask = attention_mask[:, None, None, :].bool()  # [B, 1, 1, S]: attend to non-pad keys
         enc_pos = dec_pos = enc_targets = dec_targets = None
@@ -303,8 +313,9 @@ class EDMem(nn.Module):
         """
         _, dec_h, (enc_pos, enc_targets, enc_el), (dec_pos, dec_targets, dec_el) = self.encode_decode(
             input_ids, attention_mask, decoder_input_ids, entity_ids, decoder_entity_ids)
-        _, head_lse, head_target, head_top1 = self.entity_memory(self.el_head(dec_h[dec_pos]), dec_targets,
-                                                                 need_read=False)
+        if self.has_memory:
+            _, head_lse, head_target, head_top1 = self.entity_memory(self.el_head(dec_h[dec_pos]), dec_targets,
+                                                                     need_read=False)
 
         # LM: the tied head and its cross-entropy over chunks of the target tokens (trainer.lm_loss): logits in
         # the weights' dtype, log-sum-exp in float32, never the whole [tokens x vocabulary] logit matrix at once.
@@ -312,6 +323,8 @@ class EDMem(nn.Module):
         lm_sum, _ = linear_cross_entropy(dec_h[target_mask], self.shared.weight, labels[target_mask],
                                          LM_LOSS_CHUNK_TOKENS)
         lm_tokens = target_mask.sum()
+        if not self.has_memory:
+            return lm_only_outputs(lm_sum, lm_tokens)
 
         enc_known = enc_targets >= FIRST_REAL_ENTITY_ID
         dec_known = dec_targets >= FIRST_REAL_ENTITY_ID
@@ -338,3 +351,15 @@ class EDMem(nn.Module):
             "el_correct": (hit & dec_known).sum(),
         })
         return out
+
+
+EL_COUNTERS = tuple(f"el_{read}_{kind}" for read in ("enc", "dec", "head") for kind in ("sum", "count", "correct")) + (
+    "el_correct_masked", "el_masked", "el_correct")
+
+
+def lm_only_outputs(lm_sum: torch.Tensor, lm_tokens: torch.Tensor) -> dict:
+    """forward's outputs for model.memory 'none': the LM loss, and zero EL counters (the trainer's sums stay whole)."""
+    lm_loss = lm_sum / lm_tokens.clamp(min=1)
+    zero = lm_tokens.new_zeros(())
+    return {"loss": lm_loss, "lm_loss": lm_loss.detach(), "el_loss": lm_sum.new_zeros(()),
+            "lm_sum": lm_sum.detach(), "lm_tokens": lm_tokens, **dict.fromkeys(EL_COUNTERS, zero)}

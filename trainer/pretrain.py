@@ -194,7 +194,9 @@ def train(argv: list[str] | None = None) -> None:
         if saved_spec["n_entities"] != corpus.n_entities:
             raise SystemExit(f"checkpoint {resume[0] / resume[1]} has an entity table of {saved_spec['n_entities']} "
                              f"rows; the corpus {corpus.root} has {corpus.n_entities} entities: another vocabulary")
-    partition = resolve_partition(cfg.model.memory_partition, world_size, resume)
+    # model.memory none (the BART baseline) has no table to lay out
+    partition = "replicated" if cfg.model.memory == "none" else resolve_partition(cfg.model.memory_partition,
+                                                                                   world_size, resume)
     universal = resume is not None and checkpoint.saved_world_size(*resume) != world_size
     per_rank = cfg.train.global_batch_size // world_size
     probe_micro = cfg.train.micro_batch_size == "auto"
@@ -244,10 +246,11 @@ def train(argv: list[str] | None = None) -> None:
     if compiled:
         say(f"torch.compile: {compile_layers(model)} transformer layers (micro-batches padded to "
             f"{cfg.data.max_seq_len} positions)")
-    say(f"EDMem: {model.num_parameters() / 1e6:.2f}M parameters, entity table "
-        f"{corpus.n_entities} x {cfg.model.entity_dim} "
-        + (f"split by rows over {world_size} ranks (rows {rows.row_start}..{rows.row_end - 1} here)"
-           if rows is not None else "replicated (a DeepSpeed parameter)")
+    say(f"EDMem: {model.num_parameters() / 1e6:.2f}M parameters, "
+        + ("no entity memory (model.memory none: BART, LM loss only)" if not model.has_memory else
+           f"entity table {corpus.n_entities} x {cfg.model.entity_dim} "
+           + (f"split by rows over {world_size} ranks (rows {rows.row_start}..{rows.row_end - 1} here)"
+              if rows is not None else "replicated (a DeepSpeed parameter)"))
         + f"; ZeRO stage {stage}, bf16 {bf16}, compile {compiled}, "
         f"{world_size} ranks x {ds_config['gradient_accumulation_steps']} accumulation x "
         f"{cfg.train.micro_batch_size} = {cfg.train.global_batch_size} sequences per step")
@@ -266,7 +269,7 @@ def train(argv: list[str] | None = None) -> None:
         lr_scheduler=lambda opt: torch.optim.lr_scheduler.LambdaLR(opt, schedule),
         config=ds_config,
     )
-    if stage == 3 and rows is None:  # whether ZeRO-3 really splits the table (not below the persistence threshold)
+    if stage == 3 and rows is None and model.has_memory:  # whether ZeRO-3 really splits the table
         table = model.entity_memory.table
         say(f"ZeRO-3 keeps {table.ds_tensor.numel()} of the table's {table.ds_numel} elements on this rank"
             + (" (below stage3_param_persistence_threshold: whole on every rank)"
@@ -278,6 +281,8 @@ def train(argv: list[str] | None = None) -> None:
         rows.make_optimizer(cfg.optim.lr, cfg.optim.betas, cfg.optim.eps, cfg.optim.weight_decay, schedule,
                             fused=device.type in ("cuda", "cpu"))
         comm_per_step = None  # counted: the bytes of the memory's own collectives
+    elif not model.has_memory:
+        comm_per_step = 0
     else:  # what ZeRO moves for the replicated table (see trainer.memory.zero_table_traffic_bytes)
         comm_per_step = zero_table_traffic_bytes(stage, corpus.n_entities, cfg.model.entity_dim, 2 if bf16 else 4,
                                                  2 if bf16 else 4, ds_config["gradient_accumulation_steps"],

@@ -33,6 +33,7 @@ SUBCOMMANDS: dict[str, Subcommand] = {
     "train-linker": Subcommand("linker.train", (), "train a BLINK-format bi-encoder on a corpus's hyperlinks"),
     "evaluate-linker": Subcommand("linker.evaluate", (), "accuracy of bi-encoder, cross-encoder, linker and alias prior"),
     "pretrain": Subcommand("trainer.pretrain", (), "EDMem pre-training on DeepSpeed (--num_gpus N: N ranks)"),
+    "evaluate": Subcommand("trainer.evaluate", (), "fixed evaluation of a checkpoint on a corpus's validation hyperlinks"),
     "export": Subcommand("trainer.export", (), "a checkpoint -> one safetensors file with the full entity table"),
     "validate": Subcommand("pipelines.validate", (), "check a corpus folder against its manifest.json"),
     "report": Subcommand("pipelines.report", (), "label coverage plot and summary of a corpus folder"),

@@ -181,6 +181,12 @@ class LabelConfig:
         "Match aliases with their exact case. True avoids labelling common words ('bush', 'apple') "
         "with the entities their capitalised forms name.",
     )
+    hyperlinks_only: bool = option(
+        False,
+        "Keep only the editors' hyperlinks: no labeller runs (every label_* switch and variant rule is off). "
+        "The pages, split, windows and entity vocabulary are those of the labelled corpus of the same dump; "
+        "the ablation's hyperlinks-only corpus (docs/ablation.md).",
+    )
     label_title_entity: bool = option(True, "Label aliases of the page's own title entity ('title_alias').")
     label_linked_entities: bool = option(
         True, "Label aliases of entities hyperlinked in the same page ('same_page_alias')."
@@ -420,7 +426,7 @@ def label_page(
     The aliases must already pass :func:`rejection_reason`; an entity may come
     more than once (its evidence is merged).
     """
-    if not text:
+    if not text or config.hyperlinks_only:
         return []
     folded = _fold(text, config.case_sensitive)
     token_re = _TOKENS_SPLITTING_UNSPACED if config.match_unspaced_scripts else _TOKENS_WHOLE_WORDS

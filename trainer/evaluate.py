@@ -23,7 +23,6 @@ Metrics (sums first, ratios at the end):
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import sys
@@ -38,6 +37,7 @@ from schemas import SPECIAL_ENTITIES, UNK_ENTITY_ID
 from schemas.corpus import MentionSource
 from trainer.data import Collator, CorpusError, load_tokenizer, open_corpus
 from trainer.model import FIRST_REAL_ENTITY_ID, EDMem, EDMemSpec
+from wikiedm.config import command_parser
 
 EVAL_SEED = 0  # the masking has no random draw left (P_ssm 1, P_rtm 0); the seed is fixed anyway
 
@@ -208,7 +208,7 @@ def t_interval(values: list[float]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="wikiedm evaluate", description=__doc__.splitlines()[0])
+    ap = command_parser("wikiedm evaluate", __doc__.splitlines()[0])
     ap.add_argument("--checkpoint", required=True, help="RUN, RUN/checkpoints, or RUN/checkpoints/step_XXXXXXXX")
     ap.add_argument("--corpus", required=True, help="the corpus whose validation passages are scored (use the "
                                                     "hyperlinks-only corpus: --labels.hyperlinks_only true)")

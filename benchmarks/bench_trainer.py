@@ -155,7 +155,7 @@ def _old_softmax(rev: str):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
 
-    def call(*args, accumulate_grad=False, **kwargs):
+    def call(*args, accumulate_grad=False, kernel="blocked", **kwargs):  # options the old code did not have
         return module.blocked_entity_softmax(*args, **kwargs)
     return call
 

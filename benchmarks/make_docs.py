@@ -54,7 +54,7 @@ RENDERERS: dict[str, Renderer] = {}
 # Sections in this order; stems not listed follow alphabetically.
 ORDER = ["pipeline", "extract", "labels", "scale_replicated", "scale_replicated_k8_bytes", "scale_synthetic",
          "scale_synthetic_bytes", "parallel", "graph_build", "linker_quality", "linker", "linker_memory",
-         "trainer", "trainer_speed_cpu", "trainer_lm_loss_cpu", "memory", "ablation", "ablation_small-long"]
+         "trainer", "trainer_lm_loss_cpu", "memory", "ablation", "ablation_small-long"]
 
 
 def renders(*stems: str) -> Callable[[Renderer], Renderer]:
@@ -296,7 +296,7 @@ def render_linker_memory(stem: str, data: dict) -> Section:
                    f"lookups per run, {data['repeats']} repeats", body)
 
 
-@renders("trainer", "trainer_speed_cpu", "trainer_lm_loss_cpu")
+@renders("trainer", "trainer_lm_loss_cpu")
 def render_trainer(stem: str, data: dict) -> Section:
     m = data["model"]
     rows = []
@@ -326,8 +326,8 @@ def render_trainer(stem: str, data: dict) -> Section:
         body += (f"\n\nLM loss over {num(lm['tokens'])} tokens, vocabulary {num(lm['vocab'])}, d {lm['d_model']}: "
                  f"chunked {ratio(1 / lm['peak_memory_ratio_dense_over_chunked'])} the dense peak memory, "
                  f"{ratio(lm['time_ratio_chunked_over_dense'])} its time.")
-    title = {"trainer": "EDMem step vs the same BART", "trainer_speed_cpu": "EDMem step vs the same BART, with the "
-             "chunked LM loss", "trainer_lm_loss_cpu": "EDMem step vs the same BART: chunked vs dense LM loss"}[stem]
+    title = {"trainer": "EDMem step vs the same BART",
+             "trainer_lm_loss_cpu": "EDMem step vs the same BART: chunked vs dense LM loss"}[stem]
     return Section(title, "benchmarks/bench_trainer.py", data.get("device", DEFAULT_MACHINE),
                    f"`{data['preset']}` preset (d {m['d_model']}, {m['lower_layers']} + {m['upper_layers']} layers "
                    f"per stack), {num(m['entities'])} × {m['entity_dim']} table, {m['batch']} × {m['seq_len']} "

@@ -46,21 +46,12 @@ def load_checkpoint(checkpoint: str | Path) -> tuple[EDMem, dict]:
     """(the model in eval mode, the run's config as a dict) from RUN, RUN/checkpoints or a tag directory."""
     import yaml
 
-    from trainer import checkpoint as ckpt_files
-    from trainer.export import consolidated_state_dict, resolve_checkpoint
+    from trainer.export import checkpoint_state
 
-    ckpt_dir, tag = resolve_checkpoint(checkpoint)
-    spec_path = ckpt_dir / tag / "edmem_spec.json"
-    if not spec_path.exists():
-        raise SystemExit(f"{spec_path} is missing: not a checkpoint written by trainer.pretrain")
-    spec = EDMemSpec.from_dict(json.loads(spec_path.read_text()))
-    state = consolidated_state_dict(ckpt_dir, tag)
-    if ckpt_files.saved_partition(ckpt_dir, tag) == "rows":  # DeepSpeed never held the table: the ranks' shards
-        n = ckpt_files.memory_layout(ckpt_dir / tag)["n_entities"]
-        state["entity_memory.table"] = ckpt_files.read_rows(ckpt_dir / tag, 0, n, keys=("weight",))["weight"]
-    model = EDMem(spec)
+    tag_dir, spec, state = checkpoint_state(checkpoint)
+    model = EDMem(EDMemSpec.from_dict(spec))
     model.load_state_dict(state, strict=True)
-    config_path = ckpt_dir.parent / "config.yaml"
+    config_path = tag_dir.parent.parent / "config.yaml"
     run_config = yaml.safe_load(config_path.read_text()) if config_path.exists() else {}
     return model.eval(), run_config
 

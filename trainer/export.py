@@ -50,9 +50,9 @@ def consolidated_state_dict(ckpt_dir: Path, tag: str) -> dict[str, torch.Tensor]
     return out
 
 
-def export(checkpoint: str | Path, out_path: str | Path) -> Path:
-    from safetensors.torch import save_file
-
+def checkpoint_state(checkpoint: str | Path) -> tuple[Path, dict, dict[str, torch.Tensor]]:
+    """(the tag directory, the model spec as a dict, every weight in float32 with the whole entity table)
+    of a checkpoint given as in ``resolve_checkpoint``, whatever the table's layout."""
     ckpt_dir, tag = resolve_checkpoint(checkpoint)
     spec_path = ckpt_dir / tag / "edmem_spec.json"
     if not spec_path.exists():
@@ -62,13 +62,20 @@ def export(checkpoint: str | Path, out_path: str | Path) -> Path:
     if ckpt_files.saved_partition(ckpt_dir, tag) == "rows":  # DeepSpeed never held it: the ranks' shards
         n = ckpt_files.memory_layout(ckpt_dir / tag)["n_entities"]
         state["entity_memory.table"] = ckpt_files.read_rows(ckpt_dir / tag, 0, n, keys=("weight",))["weight"]
+    return ckpt_dir / tag, spec, state
+
+
+def export(checkpoint: str | Path, out_path: str | Path) -> Path:
+    from safetensors.torch import save_file
+
+    tag_dir, spec, state = checkpoint_state(checkpoint)
     expected = set(EDMem(EDMemSpec.from_dict(spec)).state_dict())
     if set(state) != expected:
         raise SystemExit(f"checkpoint parameters differ from the model: missing {sorted(expected - set(state))}, "
                          f"unexpected {sorted(set(state) - expected)}")
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    save_file(state, str(out_path), metadata={"edmem_spec": json.dumps(spec), "checkpoint": str(ckpt_dir / tag),
+    save_file(state, str(out_path), metadata={"edmem_spec": json.dumps(spec), "checkpoint": str(tag_dir),
                                               "format": "pt"})
     return out_path
 

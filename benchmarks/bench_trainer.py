@@ -379,6 +379,20 @@ def _profile(built: dict, steps: int) -> dict:
     return result
 
 
+def _median_time_and_peak(run, repeats: int) -> tuple[float, int]:
+    """``run()`` once to warm up and ``repeats`` times more: the median time of the repeats, and the peak memory
+    of them all above what was allocated before."""
+    times = []
+    with _Peak() as peak:
+        for _ in range(repeats + 1):
+            _sync()
+            t = time.perf_counter()
+            run()
+            _sync()
+            times.append(time.perf_counter() - t)
+    return statistics.median(times[1:]), peak.peak
+
+
 def worker_el(variant: str, n_entities: int, mentions: int, entity_dim: int, block: int, repeats: int) -> dict:
     from trainer.entity_softmax import blocked_entity_softmax
 
@@ -399,17 +413,10 @@ def worker_el(variant: str, n_entities: int, mentions: int, entity_dim: int, blo
     def run():
         el_loss().backward()
 
-    times = []
-    with _Peak() as peak:
-        for _ in range(repeats + 1):
-            _sync()
-            t = time.perf_counter()
-            run()
-            _sync()
-            times.append(time.perf_counter() - t)
+    time_s, peak = _median_time_and_peak(run, repeats)
     table_grad = n_entities * entity_dim * 4  # the [N, D] gradient every variant returns once per backward
-    return {"variant": variant, "time_s": statistics.median(times[1:]), "peak_bytes": peak.peak,
-            "peak_bytes_without_table_grad": peak.peak - table_grad, "dense_scores_bytes": mentions * n_entities * 4}
+    return {"variant": variant, "time_s": time_s, "peak_bytes": peak,
+            "peak_bytes_without_table_grad": peak - table_grad, "dense_scores_bytes": mentions * n_entities * 4}
 
 
 def worker_lm(variant: str, tokens: int, d_model: int, vocab: int, dtype: str, repeats: int) -> dict:
@@ -432,15 +439,8 @@ def worker_lm(variant: str, tokens: int, d_model: int, vocab: int, dtype: str, r
             loss, _ = linear_cross_entropy(hidden, weight, labels, LM_LOSS_CHUNK_TOKENS)
         loss.backward()
 
-    times = []
-    with _Peak() as peak:
-        for _ in range(repeats + 1):
-            _sync()
-            t = time.perf_counter()
-            run()
-            _sync()
-            times.append(time.perf_counter() - t)
-    return {"variant": variant, "time_s": statistics.median(times[1:]), "peak_bytes": peak.peak,
+    time_s, peak = _median_time_and_peak(run, repeats)
+    return {"variant": variant, "time_s": time_s, "peak_bytes": peak,
             "dense_logits_float32_bytes": tokens * vocab * 4}
 
 

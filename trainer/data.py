@@ -361,6 +361,11 @@ def _list_parts(array: pa.ListArray) -> tuple[pa.Array, np.ndarray]:
     return values, offsets - offsets[0]
 
 
+# The tensors of a collated batch that the model takes (the rest is bookkeeping: sample indices, passage ids...).
+MODEL_INPUTS = ("input_ids", "attention_mask", "decoder_input_ids", "labels", "entity_ids", "decoder_entity_ids",
+                "masked_mentions", "decoder_masked_mentions")
+
+
 class Collator:
     """Passages -> a padded batch of tensors for ``EDMem.forward`` (plus bookkeeping).
 

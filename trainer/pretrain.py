@@ -28,6 +28,7 @@ import torch.distributed as dist
 from trainer import checkpoint
 from trainer.config import Config, config_json, config_parser, dump_config, validate
 from trainer.data import (
+    MODEL_INPUTS,
     Collator,
     CorpusError,
     GlobalSampleOrder,
@@ -52,9 +53,6 @@ from trainer.speed import (
     use_compile,
 )
 from wikiedm.config import ConfigError
-
-MODEL_INPUTS = ("input_ids", "attention_mask", "decoder_input_ids", "labels", "entity_ids", "decoder_entity_ids",
-                "masked_mentions", "decoder_masked_mentions")
 
 
 def parse_args(argv: list[str]) -> Config:

@@ -9,12 +9,14 @@
 
 bf16 is DeepSpeed's: with ``bf16.enabled`` its engine casts the module's parameters to bf16 (the
 forward runs on bf16 weights, no autocast) and its ZeRO optimizer keeps the float32 master weights
-and Adam states (see trainer/README.md, "Speed on a GPU").
+and Adam states (see docs/pretraining.md, "Speed on a GPU").
 """
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+
+from trainer.data import MODEL_INPUTS
 
 COMPILE_SETTINGS = ("auto", "true", "false")
 # Pad values of the model inputs (labels: ignored; masks: off; entity ids: [PAD]); input ids take the pad token.
@@ -56,8 +58,7 @@ def compile_layers(model, dynamic: bool = False, backend: str = "inductor") -> i
 def pad_batch(batch: dict, length: int, pad_id: int) -> dict:
     """The [B, S] model inputs of a collated batch right-padded to [B, length] (S <= length), as the collator pads."""
     out = dict(batch)
-    for key in ("input_ids", "attention_mask", "decoder_input_ids", "labels", "entity_ids", "decoder_entity_ids",
-                "masked_mentions", "decoder_masked_mentions"):
+    for key in MODEL_INPUTS:
         t = batch[key]
         if t.shape[1] > length:
             raise ValueError(f"{key} has {t.shape[1]} positions, more than the {length} to pad to")

@@ -135,7 +135,9 @@ def run(benchmarks: list[Benchmark]) -> int:
     for bench in benchmarks:
         if bench.prepare and not (REPO / bench.prepare[bench.prepare.index("--output") + 1]).exists():
             print(f"[suite] {bench.name}: preparing: {shlex.join(bench.prepare)}", flush=True)
-            subprocess.run(_argv(bench.prepare), cwd=REPO, check=True)
+            if subprocess.run(_argv(bench.prepare), cwd=REPO).returncode != 0:
+                failed.append(bench.name)
+                continue
         print(f"[suite] {bench.name}: {shlex.join(bench.command)}", flush=True)
         start = time.monotonic()
         if subprocess.run(_argv(bench.command), cwd=REPO).returncode != 0:

@@ -405,6 +405,18 @@ def test_every_script_in_benchmarks_is_a_benchmark_a_helper_or_a_documented_tool
     assert [b.script for b in suite.SUITE if f"`{b.script}`" not in page] == []
 
 
+def test_the_suite_prepares_runs_and_reports_a_failure(tmp_path, capsys):
+    suite = load_suite()
+    made, ran = tmp_path / "corpus", tmp_path / "ran.txt"
+    ok = suite.Benchmark("ok", "test", "writes a file", ("python", "-c", f"open({str(ran)!r}, 'w').write('ran')"),
+                         prepare=("python", "-c", f"import os; os.mkdir({str(made)!r})", "--output", str(made)))
+    broken = suite.Benchmark("broken", "test", "fails", ("python", "-c", "raise SystemExit(3)"))
+    assert suite.run([ok, broken]) == 1
+    assert made.is_dir() and ran.read_text() == "ran"
+    assert "failed: broken" in capsys.readouterr().err
+    assert suite.run([ok]) == 0  # the prepared folder exists: not made again (mkdir would fail)
+
+
 def test_make_bench_runs_the_suite_then_writes_the_page():
     assert makefile_recipe("bench") == ["$(PY) benchmarks/suite.py", "$(PY) benchmarks/make_docs.py"]
     suite = load_suite()

@@ -394,6 +394,17 @@ def test_every_results_file_has_its_benchmark_in_the_suite():
             f"{bench.name}: {shlex.join(bench.command)} does not write {bench.results}"
 
 
+def test_every_option_a_suite_command_passes_is_one_its_script_defines():
+    """Options before a lone ``--`` are the script's own (after it, the corpus job's)."""
+    for bench in load_suite().SUITE:
+        source = (REPO / bench.script).read_text()
+        args = list(bench.command)
+        own = args[:args.index("--")] if "--" in args else args
+        undefined = [a for a in own if a.startswith("--") and not any(
+            form in source for form in (f'"{a}"', f"'{a}'", f"{a})"))]  # argparse, or a shell case
+        assert undefined == [], f"{bench.name}: {bench.script} defines no {undefined}"
+
+
 def test_every_script_in_benchmarks_is_a_benchmark_a_helper_or_a_documented_tool():
     suite = load_suite()
     known = {Path(b.script).name for b in suite.SUITE} | {h for b in suite.SUITE for h in b.helpers} | set(suite.TOOLS)

@@ -445,10 +445,14 @@ def suite_index(headings: dict[str, str]) -> str:
     for bench in suite.SUITE:
         heading = headings.get(bench.name)
         results = f"[`{bench.name}.json`](#{slug(heading)})" if heading else f"`{bench.name}.json` (not measured yet)"
-        rows.append([bench.group, bench.measures, f"`{bench.script}`", results, f"no: {bench.skip}" if bench.skip else "yes"])
+        script = f"`{bench.script}`" + (" (with " + ", ".join(f"`{h}`" for h in bench.helpers) + ")"
+                                        if bench.helpers else "")
+        rows.append([bench.group, bench.measures, script, results, f"no: {bench.skip}" if bench.skip else "yes"])
+    tools = "\n".join(f"- `benchmarks/{name}`: {what}" for name, what in suite.TOOLS.items())
     return ("## What measures what\n\n"
             + table(["part", "measures", "script", "results", "`make bench`"], rows)
-            + "\n\nThe exact command of each: `python benchmarks/suite.py --list`.\n")
+            + "\n\nThe exact command of each: `python benchmarks/suite.py --list`. The other scripts of "
+            f"`benchmarks/`:\n\n{tools}\n")
 
 
 def render_all(results_dir: Path = RESULTS) -> str:

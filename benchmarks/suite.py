@@ -116,7 +116,7 @@ SUITE: list[Benchmark] = [
 # Scripts of benchmarks/ that write no results file of the suite: what each is for.
 TOOLS = {
     "make_docs.py": "writes docs/benchmarks.md from the results files",
-    "suite.py": "this table; runs the benchmarks",
+    "suite.py": "this table, and the runner of the benchmarks (`make bench`)",
     "bench_passage_text.py": "what the passages' text column costs on disk, and one passage shown (docs/corpus.md)",
     "bench_extract_replay.py": "extract_article of two checkouts replayed on the same pages (docs/development.md)",
 }

@@ -379,6 +379,11 @@ def test_results_files_hold_the_current_run_only():
                                                              value)), f"{path.name}: {key} names a commit"
 
 
+def test_the_benchmarks_page_labels_no_run_as_before_or_after():
+    labels = re.findall(r"^(?:#+ |\*\*)(.*)$", BENCHMARKS_MD.read_text(), flags=re.M)
+    assert [label for label in labels if re.search(r"\b(before|after|latest)\b", label, re.I)] == []
+
+
 def test_every_results_file_has_its_benchmark_in_the_suite():
     suite = load_suite()
     entries = suite.by_name()

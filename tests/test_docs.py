@@ -259,6 +259,18 @@ def figures_not_in_their_source(path: Path, benchmarks: str) -> list[str]:
     return problems
 
 
+def ratios_in_two_files(results: dict[str, dict]) -> dict[str, list[str]]:
+    """Named ratios (the flat entries of a file's ``ratios``) that two results files both record: one figure
+    with two sources, bound to disagree (two runs)."""
+    files: dict[str, list[str]] = {}
+    for stem, data in sorted(results.items()):
+        ratios = data.get("ratios") if isinstance(data, dict) else None
+        for name, value in (ratios or {}).items():
+            if not isinstance(value, dict):  # a dict is one series' figures (scale files), named per input
+                files.setdefault(name, []).append(stem)
+    return {name: stems for name, stems in files.items() if len(stems) > 1}
+
+
 def load_suite():
     spec = importlib.util.spec_from_file_location("benchmark_suite", BENCHMARKS / "suite.py")
     module = importlib.util.module_from_spec(spec)
@@ -377,6 +389,15 @@ def test_results_files_hold_the_current_run_only():
             value = data.get(key)
             assert not (isinstance(value, str) and re.search(r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b",
                                                              value)), f"{path.name}: {key} names a commit"
+
+
+def test_each_named_ratio_has_one_results_file():
+    results = {p.stem: json.loads(p.read_text()) for p in RESULTS.glob("*.json")}
+    assert ratios_in_two_files(results) == {}
+    assert ratios_in_two_files({"pipeline": {"ratios": {"extraction_vs_wikiextractor": 0.46, "job": 1.79}},
+                                "extract": {"ratios": {"extraction_vs_wikiextractor": 0.50}},
+                                "scale": {"ratios": {"series": {"job": 2.0}}}}) == {
+        "extraction_vs_wikiextractor": ["extract", "pipeline"]}
 
 
 def test_the_benchmarks_page_labels_no_run_as_before_or_after():

@@ -13,8 +13,8 @@ DEMO_RUN  := runs/demo
 
 venv: $(STAMP)
 
-# torch first and pinned: this machine has its CPU build as a local file, and an
-# unpinned torch pulled in by another package would fetch gigabytes of CUDA wheels.
+# torch first and pinned: a torch build already in .venv (e.g. the CPU build, README "Install") is kept, and
+# an unpinned torch pulled in by another package would fetch gigabytes of CUDA wheels.
 $(STAMP): requirements.txt requirements-airflow.txt constraints.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet torch==2.13.0
@@ -56,19 +56,10 @@ test: $(STAMP)
 	$(VENV)/bin/lint-imports --no-cache
 	$(PY) -m pytest -n $(TEST_WORKERS)
 
+# Every benchmark of docs/benchmarks.md's table that runs on CPU (hours: the scale and ablation runs are the long
+# ones), then the page. `python benchmarks/suite.py NAME ...` runs some; `--list` shows them.
 bench: $(STAMP)
-	$(PY) benchmarks/bench_extract.py --json benchmarks/results/extract.json
-	$(PY) benchmarks/bench_read.py --json benchmarks/results/read.json
-	$(PY) benchmarks/bench_tokenize_label.py --json benchmarks/results/tokenize_label.json
-	$(PY) benchmarks/bench_pipeline.py --json benchmarks/results/pipeline.json
-	$(PY) benchmarks/bench_graph_build.py --json benchmarks/results/graph_build.json
-	$(PY) benchmarks/bench_parallel.py --json benchmarks/results/parallel.json
-	$(PY) benchmarks/bench_trainer.py --out benchmarks/results/trainer.json
-	$(PY) benchmarks/bench_memory.py --json benchmarks/results/memory.json
-	$(PY) benchmarks/bench_linker.py --sizes tiny,base --json benchmarks/results/linker.json
-	$(PY) benchmarks/bench_linker_memory.py --json benchmarks/results/linker_memory.json
-	$(PY) benchmarks/bench_linker_quality.py --json benchmarks/results/linker_quality.json
-	$(PY) benchmarks/bench_labels.py --label latest --json benchmarks/results/labels-latest.json
+	$(PY) benchmarks/suite.py
 	$(PY) benchmarks/make_docs.py
 
 # docs/benchmarks.md from benchmarks/results/*.json (make bench ends with it)

@@ -28,6 +28,7 @@ import bz2
 import json
 import lzma
 import os
+import platform
 import resource
 import statistics
 import subprocess
@@ -191,6 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="write the results here")
     parser.add_argument("--skip-wikiextractor", action="store_true")
     args = parser.parse_args(argv)
+    machine = {"platform": platform.platform(), "cpus": os.cpu_count(), "load_average_at_start": os.getloadavg()[0]}
     small, large = (int(x) for x in args.sizes.split(","))
 
     dumps = {n: replicated_dump(args.dump, n) for n in (small, large)}
@@ -243,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name}: {note}")
     if args.json:
         args.json.write_text(json.dumps({
-            "dump": str(args.dump), "sizes": [small, large], "pages": {f"x{n}": c for n, c in pages.items()},
+            "machine": machine, "dump": str(args.dump), "sizes": [small, large], "pages": {f"x{n}": c for n, c in pages.items()},
             "repeat": args.repeat, "results": results, "ratios": ratios, "stages_x1_cpu_s": breakdown,
             "notes": notes, "python": sys.version.split()[0], "mwparserfromhell": mwparserfromhell.__version__,
         }, indent=2))

@@ -41,6 +41,7 @@ import argparse
 import bz2
 import json
 import os
+import platform
 import random
 import re
 import subprocess
@@ -377,18 +378,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dumps", default=",".join(str(SHARED / d) for d in DEFAULT_DUMPS),
                         help="comma-separated dump paths (default: the shared excerpts)")
     parser.add_argument("--json", type=Path, help="write the results here")
-    parser.add_argument("--label", default="", help="a name for this run in the JSON (e.g. before/after)")
     parser.add_argument("--examples", type=int, default=0, help="keep this many missed and wrong spans per dump in the JSON")
     parser.add_argument("--cpu", type=int, default=0,
                         help="instead: time the whole job's CPU on each dump (not hidden), variant rules off vs on, "
                              "this many times each")
     args = parser.parse_args(argv)
+    machine = {"platform": platform.platform(), "cpus": os.cpu_count(), "load_average_at_start": os.getloadavg()[0]}
     if args.cpu:
         runs = [job_cpu(d, extra, args.cpu) for d in args.dumps.split(",") if d]
         for r in runs:
             print(f"{r['dump']}: median CPU {r['median_cpu_seconds']}, on/off x{r['ratio_on_off']}")
         if args.json:
-            args.json.write_text(json.dumps({"label": args.label, "job_flags": extra, "cpu": runs}, indent=2) + "\n")
+            args.json.write_text(json.dumps({"machine": machine, "job_flags": extra, "cpu": runs}, indent=2) + "\n")
         return 0
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -414,7 +415,7 @@ def main(argv: list[str] | None = None) -> int:
         totals["precision"] = round(totals["correct"] / max(totals["recovered"], 1), 4)
     print(f"all dumps: {totals}")
     if args.json:
-        doc = {"label": args.label, "job_flags": extra, "dumps": results, "totals": totals}
+        doc = {"machine": machine, "job_flags": extra, "dumps": results, "totals": totals}
         args.json.write_text(json.dumps(doc, indent=2) + "\n")
     return 0
 

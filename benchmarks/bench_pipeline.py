@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import pstats
 import statistics
 import subprocess
@@ -156,6 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no dump at {args.dump}", file=sys.stderr)
         return 2
     small, large = (int(s) for s in args.sizes.split(","))
+    machine = {"platform": platform.platform(), "cpus": os.cpu_count(), "load_average_at_start": os.getloadavg()[0]}
     problem = bench_extract.wikiextractor_problem()
     contenders = {"job": run_job, "extraction": run_extraction}
     if problem is None:
@@ -210,7 +212,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {stage:<70} {share:>6.1%}")
     if args.json:
         args.json.write_text(json.dumps({
-            "dump": str(args.dump), "sizes": [small, large], "pages": pages, "repeat": args.repeat,
+            "machine": machine, "dump": str(args.dump), "sizes": [small, large], "pages": pages,
+            "repeat": args.repeat,
             "results": results, "ratios": ratios, "stage_breakdown": breakdown,
             "job_volume": {k: v for k, v in counters.items() if k.startswith(("volume/", "largest_group/"))},
         }, indent=2) + "\n")

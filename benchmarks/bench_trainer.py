@@ -450,7 +450,7 @@ def worker_lm(variant: str, tokens: int, d_model: int, vocab: int, dtype: str, r
 def matmul_flops(d_model: int, ffn_dim: int, layers_per_stack: int, seq_len: int, batch: int, mentions: int,
                  n_entities: int, entity_dim: int, vocab: int = VOCAB) -> dict:
     """Multiply-add FLOPs (x2) of one training step (forward + backward = 3 x forward for the transformer),
-    counting matrix products only: what bounds the EDMem/BART ratio when both run at the same efficiency.
+    counting matrix products only: the EDMem/BART ratio they predict when both run at the same FLOP/s.
 
     Per mention the memory does, in multiples of N x D multiply-adds: a read (encoder, decoder) 2 forward
     (scores, weighted sum) + 5 backward (recomputed scores with g_r.e, query gradient, row gradient of
@@ -622,7 +622,7 @@ def main() -> None:
                       f" optimizer {d['optimizer']:+.3f}, everything else {d['everything_else']:+.3f}")
         for where, f in r["flops"].items():
             print(f"matmul FLOPs, {where.replace('_', ' ')}: BART {f['bart'] / 1e9:.1f} G, memory "
-                  f"{f['memory'] / 1e9:.1f} G: EDMem/BART >= x{f['ratio_bound']:.2f} at equal efficiency "
+                  f"{f['memory'] / 1e9:.1f} G: EDMem/BART predicted x{f['ratio_bound']:.2f} at equal FLOP/s "
                   f"(x{f['ratio_bound_without_recompute']:.2f} without recomputing the scores)")
     if "el_loss" in result:
         r = result["el_loss"]

@@ -5,13 +5,13 @@
 
 One renderer per results file, chosen by the file's stem (``@renders("pipeline")``); a file no renderer
 claims gets the generic one, which lists its top-level scalar figures, so a new results file shows up
-without editing this script and a dedicated renderer can be added later. Files that record a comparison
-against an earlier version of the code (named after a commit, "before", or listed in ``ARCHIVED``) are
-history: they are listed under "Archived runs" and not rendered (CHANGELOG.md tells the story).
+without editing this script and a dedicated renderer can be added later. The page opens with the suite's
+table (benchmarks/suite.py): which script writes which file, and which of them `make bench` runs.
 """
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import re
 import sys
@@ -23,21 +23,21 @@ REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "benchmarks" / "results"
 OUTPUT = REPO / "docs" / "benchmarks.md"
 
+
+def _load_suite():
+    """benchmarks/suite.py, also when this file is loaded by path (tests) rather than run as a script."""
+    spec = importlib.util.spec_from_file_location("benchmark_suite", Path(__file__).resolve().parent / "suite.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+suite = _load_suite()
+
 # Where a file does not record its machine: every such file here was written on the project's development
 # machine (the files that do record it say the same).
 DEFAULT_MACHINE = "2-core x86-64 CPU development machine shared with other work (not recorded in the file)"
-
-# Comparisons of the code against a former version of itself (old vs new in one run): history, not a figure
-# a user can reproduce from this checkout.
-ARCHIVED = {
-    "chunk_windows": "windowing, former vs current implementation",
-    "extract_replay": "wikitext extraction, former vs current implementation",
-    "read": "dump reading, former hand-written decompression adapters vs the codecs' own readers",
-    "read_job_equivalence": "corpus job outputs before and after the decompression rewrite",
-    "tokenize_label": "tokenising and label matching, former vs current implementation",
-    "scale_replicated_bytes": "shuffled bytes of a former version of the job",
-}
-_COMMIT_OR_BEFORE = re.compile(r"(^|_)([0-9a-f]{7,40}|before)(_|$)")
 
 
 @dataclass
@@ -50,11 +50,7 @@ class Section:
 
 
 Renderer = Callable[[str, dict], Section]  # (file stem, the file's JSON)
-RENDERERS: dict[str, Renderer] = {}
-# Sections in this order; stems not listed follow alphabetically.
-ORDER = ["pipeline", "extract", "labels", "scale_replicated", "scale_replicated_k8_bytes", "scale_synthetic",
-         "scale_synthetic_bytes", "parallel", "graph_build", "linker_quality", "linker", "linker_memory",
-         "trainer", "trainer_lm_loss_cpu", "memory", "ablation", "ablation_small-long"]
+RENDERERS: dict[str, Renderer] = {}  # sections follow benchmarks/suite.py's order, then other stems alphabetically
 
 
 def renders(*stems: str) -> Callable[[Renderer], Renderer]:
@@ -63,10 +59,6 @@ def renders(*stems: str) -> Callable[[Renderer], Renderer]:
             RENDERERS[stem] = fn
         return fn
     return register
-
-
-def is_archived(stem: str) -> bool:
-    return stem in ARCHIVED or bool(_COMMIT_OR_BEFORE.search(stem))
 
 
 # ---------------------------------------------------------------------------------------------- formatting
@@ -144,11 +136,7 @@ def render_pipeline(stem: str, data: dict) -> Section:
         body += table(["stage", "share"], [[name, f"{100 * share:.0f}%"]
                                             for name, share in sorted(shares.items(), key=lambda kv: -kv[1])])
     sizes = " and ".join(f"×{s}" for s in data["sizes"])
-    load = str(data.get("machine_load", ""))
-    machine = ("2-core CPU development machine with nothing else running" if load.startswith("quiet") else
-               "2-core CPU development machine shared with other work" if load.startswith("loaded") else
-               machine_of(data))
-    return Section("Corpus job vs wikiextractor: CPU per page", "benchmarks/bench_pipeline.py", machine,
+    return Section("Corpus job vs wikiextractor: CPU per page", "benchmarks/bench_pipeline.py", machine_of(data),
                    f"{dump_name(data['dump'])} replicated {sizes} with new titles (marginal CPU per page "
                    f"between the sizes, so start-up cancels); DirectRunner, 1 worker; medians of "
                    f"{data['repeat']} runs", body)
@@ -156,21 +144,26 @@ def render_pipeline(stem: str, data: dict) -> Section:
 
 @renders("extract")
 def render_extract(stem: str, data: dict) -> Section:
-    res = data["results"]
-    rows = [[name, num(res[key]["marginal_cpu_ms_per_page"]), num(res[key]["fixed_cpu_s"], 2)]
-            for name, key in (("extraction stage (dump reader + extract_article)", "extraction"),
-                              ("wikiextractor --links --processes 1", "wikiextractor"))]
-    body = table(["", "marginal CPU ms per page", "fixed CPU s"], rows)
-    body += (f"\n\nExtraction / wikiextractor: **{ratio(data['ratios']['extraction_cpu_per_page_vs_wikiextractor'])}**"
-             f" CPU per page (Python {data.get('python', '?')}, mwparserfromhell "
-             f"{data.get('mwparserfromhell', '?')}).")
-    return Section("Wikitext extraction vs wikiextractor", "benchmarks/bench_extract.py", machine_of(data),
-                   f"{dump_name(data['dump'])} replicated ×2 and ×8; medians of {data['repeat']}", body)
+    """Where the extraction's CPU goes. Its cost per page beside wikiextractor is pipeline.json's (the same
+    timers, run beside the whole job): one source for that figure."""
+    st = data["stages_x1_cpu_s"]
+    total = st["read_dump"] + st["extract_total"]
+    rows = [[label, num(st[key], 2), f"{100 * st[key] / total:.0f}%"]
+            for label, key in (("read the dump (bz2, page splitting, XML)", "read_dump"),
+                               ("pre-pass (templates, references, tables)", "prepass"),
+                               ("parse, render and tidy", "render_tidy"))]
+    body = table(["stage", "CPU s", "share"], rows)
+    body += (f"\n\n{st['fast_path_articles']} of {st['articles']} articles rendered whole by the fast path "
+             "([extraction.md](extraction.md#the-fast-path)). The extraction's CPU per page beside wikiextractor's: "
+             "[pipeline.json](#corpus-job-vs-wikiextractor-cpu-per-page-pipelinejson).")
+    return Section("Wikitext extraction: where its CPU goes", "benchmarks/bench_extract.py", machine_of(data),
+                   f"{dump_name(data['dump'])} itself ({st['articles']} articles), in one process; Python "
+                   f"{data.get('python', '?')}, mwparserfromhell {data.get('mwparserfromhell', '?')}", body)
 
 
-@renders("labels", "labels-latest")
+@renders("labels")
 def render_labels(stem: str, data: dict) -> Section:
-    run = data["after"] if "after" in data else data
+    run = data
     rows = []
     for dump, d in run["dumps"].items():
         rows.append([dump_name(dump), num(d["hidden"]), num(d["recoverable"]),
@@ -203,19 +196,31 @@ def _scale_series(data: dict) -> list[tuple[str, list[dict]]]:
 
 @renders("scale_replicated", "scale_replicated_k8_bytes", "scale_synthetic", "scale_synthetic_bytes")
 def render_scale(stem: str, data: dict) -> Section:
+    # A bytes run encodes join requests to count their bytes (every one with --exact_bytes, else a sample): CPU the
+    # job does not spend, which grows with the requests. Its CPU figures would contradict the plain run's: left out.
+    counts_bytes = stem.endswith("_bytes") or bool(data.get("exact_bytes"))
     parts = []
     for name, rows in _scale_series(data):
         has_bytes = any(r.get("shuffled_kib_per_page") is not None for r in rows)
-        header = ["size", "pages", "CPU ms per page", "peak RSS (MiB)", "shuffled elements per page",
-                  "largest key-join group"] + (["shuffled KiB per page"] if has_bytes else [])
-        table_rows = [[f"×{r['size']}" if r["size"] < 100 else num(r["size"]), num(r["pages"]),
-                       num(r["cpu_ms_per_page"]), num(r["peak_rss_mib"], 0), num(r["shuffled_per_page"]),
-                       num(r["largest_group"])] + ([num(r.get("shuffled_kib_per_page"))] if has_bytes else [])
+        header = (["size", "pages"] + ([] if counts_bytes else ["CPU ms per page"])
+                  + ["peak RSS (MiB)", "shuffled elements per page", "largest key-join group"]
+                  + (["shuffled KiB per page"] if has_bytes else []))
+        table_rows = [[f"×{r['size']}" if r["size"] < 100 else num(r["size"]), num(r["pages"])]
+                      + ([] if counts_bytes else [num(r["cpu_ms_per_page"])])
+                      + [num(r["peak_rss_mib"], 0), num(r["shuffled_per_page"]), num(r["largest_group"])]
+                      + ([num(r.get("shuffled_kib_per_page"))] if has_bytes else [])
                       for r in rows]
-        marginal = data.get("ratios", {}).get(name, {}).get("marginal_cpu_ms_per_page")
+        marginal = None if counts_bytes else data.get("ratios", {}).get(name, {}).get("marginal_cpu_ms_per_page")
         note = ("\n\nMarginal CPU per page between consecutive sizes: "
                 + ", ".join(f"{num(m)} ms" for m in marginal)) if marginal else ""
-        label = "" if name in ("after", "this checkout") else f"**{name}**\n\n"
+        if counts_bytes:
+            note = ("\n\nNo CPU figures: this run counted shuffled bytes by encoding join requests ("
+                    + ("every one, `--exact_bytes`" if data.get("exact_bytes") else "a sample")
+                    + "), work the job does not do, and ran at another time than the plain run; its CPU per page "
+                    "disagrees with the plain run's, which is the job's (its section).")
+        # a series is named by its job flags; "after" (this checkout, as against an earlier one) says nothing here
+        shown = re.sub(r"^(after|this checkout)(,\s*)?", "", name)
+        label = f"**{shown}**\n\n" if shown else ""
         parts.append(label + table(header, table_rows) + note)
     flags = " ".join(data.get("job_flags", []))
     source = data.get("input") or ("synthetic enwiki-shaped dumps (benchmarks/synth_dump.py), sizes in articles"
@@ -296,7 +301,15 @@ def render_linker_memory(stem: str, data: dict) -> Section:
                    f"lookups per run, {data['repeats']} repeats", body)
 
 
-@renders("trainer", "trainer_lm_loss_cpu")
+def trainer_input(data: dict) -> str:
+    m = data["model"]
+    return (f"`{data['preset']}` preset (d {m['d_model']}, {m['lower_layers']} + {m['upper_layers']} layers "
+            f"per stack), {num(m['entities'])} × {m['entity_dim']} table, {m['batch']} × {m['seq_len']} "
+            f"tokens, {m['mentions']} mentions per sequence, {data['dtype']}, {m['threads']} thread; "
+            f"models stepped in turn, medians of {m['rounds']} rounds")
+
+
+@renders("trainer")
 def render_trainer(stem: str, data: dict) -> Section:
     m = data["model"]
     rows = []
@@ -311,15 +324,15 @@ def render_trainer(stem: str, data: dict) -> Section:
                      ratio(v.get("peak_memory_ratio"))])
     body = table(["variant / the same BART without memory", "CPU time", "wall time", "peak memory"], rows)
     geo = m["flops"]
-    if stem == "trainer":
-        body += "\n\nThe floor set by matrix-product FLOPs (exact softmax over the whole table):\n\n"
-        body += table(["geometry", "BART GFLOP", "memory GFLOP", "EDMem / BART at equal efficiency"],
-                      [[name, num(g["bart"] / 1e9, 0), num(g["memory"] / 1e9, 1), ratio(g["ratio_bound"])]
-                       for name, g in (("this benchmark", geo["this_geometry"]),
-                                       ("the paper (BART-large, 1M × 256)", geo["paper_geometry"]))])
-    else:  # the same preset as trainer.json's: its floor once, not its table again
-        body += (f"\n\nThe floor set by matrix-product FLOPs at this geometry: "
-                 f"{ratio(geo['this_geometry']['ratio_bound'])}.")
+    body += ("\n\nWhat the matrix products alone predict (exact softmax over the whole table), were the memory's "
+             "products and BART's to run at the same FLOP/s:\n\n")
+    body += table(["geometry", "BART GFLOP", "memory GFLOP", "EDMem / BART predicted"],
+                  [[name, num(g["bart"] / 1e9, 0), num(g["memory"] / 1e9, 1), ratio(g["ratio_bound"])]
+                   for name, g in (("this benchmark", geo["this_geometry"]),
+                                   ("the paper (BART-large, 1M × 256)", geo["paper_geometry"]))])
+    body += ("\n\nThe prediction is not a floor: BART's step also spends time outside matrix products (softmax, "
+             "normalisation, the optimizer) that the memory adds little to, so a measured ratio a little under "
+             "it means the memory costs what its products cost and nothing more.")
     el = data.get("el_loss")
     if el:
         body += (f"\n\nEntity-linking loss over {num(el['entities'])} × {el['entity_dim']} entities, "
@@ -330,13 +343,25 @@ def render_trainer(stem: str, data: dict) -> Section:
         body += (f"\n\nLM loss over {num(lm['tokens'])} tokens, vocabulary {num(lm['vocab'])}, d {lm['d_model']}: "
                  f"chunked {ratio(1 / lm['peak_memory_ratio_dense_over_chunked'])} the dense peak memory, "
                  f"{ratio(lm['time_ratio_chunked_over_dense'])} its time.")
-    title = {"trainer": "EDMem step vs the same BART",
-             "trainer_lm_loss_cpu": "EDMem step vs the same BART: chunked vs dense LM loss"}[stem]
-    return Section(title, "benchmarks/bench_trainer.py", data.get("device", DEFAULT_MACHINE),
-                   f"`{data['preset']}` preset (d {m['d_model']}, {m['lower_layers']} + {m['upper_layers']} layers "
-                   f"per stack), {num(m['entities'])} × {m['entity_dim']} table, {m['batch']} × {m['seq_len']} "
-                   f"tokens, {m['mentions']} mentions per sequence, {data['dtype']}, {m['threads']} thread; "
-                   f"models stepped in turn, medians of {m['rounds']} rounds", body)
+    return Section("EDMem step vs the same BART", "benchmarks/bench_trainer.py", machine_of(data),
+                   trainer_input(data), body)
+
+
+@renders("trainer_lm_loss_cpu")
+def render_trainer_lm_loss(stem: str, data: dict) -> Section:
+    """An A/B of two EDMem variants: only their ratio to each other is read from this file."""
+    m = data["model"]
+    chunked, dense, bart = m["edmem"], m["edmem_dense_lm"], m["bart"]
+    body = table(["EDMem step, chunked / dense LM loss", "CPU time", "wall time", "peak memory"],
+                 [["replicated table", ratio(chunked["cpu_s"] / dense["cpu_s"]),
+                   ratio(chunked["step_s"] / dense["step_s"]), ratio(chunked["peak_bytes"] / dense["peak_bytes"])]])
+    body += (f"\n\nPeak memory {num(chunked['peak_bytes'] / 2**30, 2)} vs {num(dense['peak_bytes'] / 2**30, 2)} GiB. "
+             "The run stepped BART beside the two variants, but its EDMem / BART ratios are not the step's cost: "
+             f"under that load a BART step took {num(bart['step_s'])} s of wall time and {num(bart['cpu_s'])} CPU-s, "
+             "several times a quiet run's, and contention does not slow both models alike. The step's cost is "
+             "[trainer.json's](#edmem-step-vs-the-same-bart-trainerjson), measured on the quiet machine.")
+    return Section("EDMem step: chunked vs dense LM loss", "benchmarks/bench_trainer.py", machine_of(data),
+                   trainer_input(data), body)
 
 
 @renders("memory")
@@ -405,47 +430,56 @@ HEADER = """\
 
 <!-- Generated by benchmarks/make_docs.py from benchmarks/results/*.json: edit those, not this file. -->
 
-Every measured figure of this manual, one section per results file. `make bench` re-runs the benchmarks and
-rewrites this page; `make docs` rewrites it from the files as they are. Each section names the script that
-wrote the file, the machine and the input. Timings from a 2-core machine shared with other work are noisy:
-the ratios, measured side by side in one run, are the stable part.
+Every measured figure of this manual, one section per results file. `make bench` re-runs the benchmarks the
+table below marks (`python benchmarks/suite.py NAME ...` runs some of them) and rewrites this page; `make docs`
+rewrites it from the files as they are. Each section names the script that wrote the file, the machine and the
+input. Timings from a 2-core machine shared with other work are noisy: the ratios, measured side by side in one
+run, are the stable part. Earlier runs are in the files' git history, the changes they measured in
+[CHANGELOG.md](../CHANGELOG.md).
 """
 
 
+def slug(heading: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation dropped, spaces to hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
 def script_for(stem: str) -> str:
-    guess = REPO / "benchmarks" / f"bench_{stem}.py"
-    return f"benchmarks/{guess.name}" if guess.exists() else "not recorded"
+    bench = suite.by_name().get(stem)
+    return bench.script if bench else "not recorded"
+
+
+def suite_index(headings: dict[str, str]) -> str:
+    """The suite as a table: what measures what, the file it writes (linked to its section), make bench or not."""
+    rows = []
+    for bench in suite.SUITE:
+        heading = headings.get(bench.name)
+        results = f"[`{bench.name}.json`](#{slug(heading)})" if heading else f"`{bench.name}.json` (not measured yet)"
+        script = f"`{bench.script}`" + (" (with " + ", ".join(f"`{h}`" for h in bench.helpers) + ")"
+                                        if bench.helpers else "")
+        rows.append([bench.group, bench.measures, script, results, f"no: {bench.skip}" if bench.skip else "yes"])
+    tools = "\n".join(f"- `benchmarks/{name}`: {what}" for name, what in suite.TOOLS.items())
+    return ("## What measures what\n\n"
+            + table(["part", "measures", "script", "results", "`make bench`"], rows)
+            + "\n\nThe exact command of each: `python benchmarks/suite.py --list`. The other scripts of "
+            f"`benchmarks/`:\n\n{tools}\n")
 
 
 def render_all(results_dir: Path = RESULTS) -> str:
     files = {p.stem: p for p in sorted(results_dir.glob("*.json"))}
-    current = sorted((s for s in files if not is_archived(s)),
-                     key=lambda s: (ORDER.index(s) if s in ORDER else len(ORDER), s))
-    out = [HEADER]
-    for stem in current:
+    order = [b.name for b in suite.SUITE]
+    stems = sorted(files, key=lambda s: (order.index(s) if s in order else len(order), s))
+    headings, sections = {}, []
+    for stem in stems:
         data = json.loads(files[stem].read_text())
         section = RENDERERS.get(stem, render_generic)(stem, data)
         title = section.title or stem.replace("_", " ").capitalize()
-        out.append(f"## {title} (`{stem}.json`)\n")
-        out.append(f"Script: `{section.script or script_for(stem)}`. Machine: {section.machine}. "
-                   f"Input: {section.input}.\n")
-        out.append(section.body.rstrip() + "\n")
-    archived = [s for s in files if is_archived(s)]
-    if archived:
-        out.append("## Archived runs\n")
-        out.append("Comparisons of the code with an earlier version of itself, kept as measured; the changes they "
-                   "measured are in [CHANGELOG.md](../CHANGELOG.md).\n")
-        out += [f"- `{s}.json`: {ARCHIVED.get(s, _archived_what(files[s]))}" for s in archived]
-        out.append("")
-    return "\n".join(out)
-
-
-def _archived_what(path: Path) -> str:
-    try:
-        what = json.loads(path.read_text()).get("what")
-    except (ValueError, AttributeError):
-        what = None
-    return plain(what.split(";")[0].split(" (")[0]) if isinstance(what, str) else "an earlier run of the same benchmark"
+        headings[stem] = f"{title} (`{stem}.json`)"
+        sections += [f"## {headings[stem]}\n",
+                     f"Script: `{section.script or script_for(stem)}`. Machine: {section.machine}. "
+                     f"Input: {section.input}.\n",
+                     section.body.rstrip() + "\n"]
+    return "\n".join([HEADER, suite_index(headings), *sections])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -20,8 +20,11 @@ from wikiedm import cli
 REPO = Path(__file__).resolve().parent.parent
 README = REPO / "README.md"
 DOCS = sorted((REPO / "docs").glob("*.md"))
-MANUAL = [README, *DOCS, *[p for p in (REPO / "trainer" / "README.md", REPO / "CHANGELOG.md") if p.exists()]]
+MANUAL = [README, *DOCS, *[p for p in (REPO / "trainer" / "README.md", REPO / "benchmarks" / "README.md",
+                                      REPO / "CHANGELOG.md") if p.exists()]]
 BENCHMARKS_MD = REPO / "docs" / "benchmarks.md"
+BENCHMARKS = REPO / "benchmarks"
+RESULTS = BENCHMARKS / "results"
 FENCE = re.compile(r"^\s*(`{3,}|~{3,})(.*)$")
 # Subcommands that are Beam jobs: options their own --help does not list are Beam pipeline options.
 BEAM_JOB_MODULES = {"pipelines.wiki_mentions", "pipelines.link_mentions"}
@@ -202,6 +205,91 @@ def load_make_docs():
     return module
 
 
+# A commit hash (hex with a digit and a letter), or a word that dates a run against another version of the code.
+HISTORY_NAME = re.compile(r"(^|[_.-])((?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}|before|after|latest|old|new|"
+                          r"quiet|loaded|replay)([_.-]|$)")
+# The figures a page quotes from a benchmark: ratios (×1.23) and times per unit of work (25.2 ms). An estimate
+# (~12 GB) says it is one; other quantities of a sentence are often properties of the input, not results.
+QUOTED_FIGURE = re.compile(r"(?<!~)×\s?(\d+(?:\.\d+)?)|(?<![\w.×~])(\d+(?:\.\d+)?)\s?ms(?!\w)")
+
+
+def history_names(names: list[str]) -> list[str]:
+    """Results files named after a commit, or as one side of a before/after comparison."""
+    return [name for name in names if HISTORY_NAME.search(Path(name).stem)]
+
+
+def sections(markdown: str) -> dict[str, str]:
+    """The text under each ``##`` heading of a page, by the heading's anchor."""
+    parts = re.split(r"^## (.*)$", markdown, flags=re.M)
+    return {slug(parts[i]): parts[i + 1] for i in range(1, len(parts), 2)}
+
+
+def paragraphs(text: str) -> list[str]:
+    """Paragraphs, and each table row on its own."""
+    out = []
+    for block in re.split(r"\n\s*\n", without_code(text, inline=False)):
+        rows = [line for line in block.splitlines() if line.lstrip().startswith("|")]
+        out += rows if rows else [block] if block.strip() else []
+    return out
+
+
+def quoted_figures(paragraph: str) -> list[str]:
+    paragraph = re.sub(r"\]\([^)]*\)", "]", paragraph)  # link targets are names, not figures
+    return [a or b for a, b in QUOTED_FIGURE.findall(paragraph)]
+
+
+def shows(figure: str, section: str) -> bool:
+    """Whether ``section`` holds ``figure``, exactly or as a number that rounds to it (73 ms quotes 73.4)."""
+    digits = len(figure.split(".")[1]) if "." in figure else 0
+    numbers = re.findall(r"(?<![\d.])\d[\d,]*(?:\.\d+)?", section)
+    return any(round(float(n.replace(",", "")), digits) == float(figure) for n in numbers)
+
+
+def figures_not_in_their_source(path: Path, benchmarks: str) -> list[str]:
+    """Figures quoted beside a link to a section of docs/benchmarks.md that the section does not show."""
+    by_anchor = sections(benchmarks)
+    problems = []
+    for paragraph in paragraphs(path.read_text()):
+        anchors_linked = re.findall(r"\]\((?:docs/)?benchmarks\.md#([^)\s]+)\)", paragraph)
+        if not anchors_linked:
+            continue
+        source = "\n".join(by_anchor.get(anchor, "") for anchor in anchors_linked)
+        problems += [f"{figure} (linked: {', '.join(anchors_linked)})"
+                     for figure in quoted_figures(paragraph) if not shows(figure, source)]
+    return problems
+
+
+def ratios_in_two_files(results: dict[str, dict]) -> dict[str, list[str]]:
+    """Named ratios (the flat entries of a file's ``ratios``) that two results files both record: one figure
+    with two sources, bound to disagree (two runs)."""
+    files: dict[str, list[str]] = {}
+    for stem, data in sorted(results.items()):
+        ratios = data.get("ratios") if isinstance(data, dict) else None
+        for name, value in (ratios or {}).items():
+            if not isinstance(value, dict):  # a dict is one series' figures (scale files), named per input
+                files.setdefault(name, []).append(stem)
+    return {name: stems for name, stems in files.items() if len(stems) > 1}
+
+
+def load_suite():
+    spec = importlib.util.spec_from_file_location("benchmark_suite", BENCHMARKS / "suite.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def makefile_recipe(target: str) -> list[str]:
+    lines = (REPO / "Makefile").read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"{target}:"))
+    recipe = []
+    for line in lines[start + 1:]:
+        if not line.startswith("\t"):
+            break
+        recipe.append(line.strip())
+    return recipe
+
+
 # ------------------------------------------------------------------------------------------------ tests
 
 @pytest.mark.parametrize("path", MANUAL, ids=ids(MANUAL))
@@ -271,10 +359,156 @@ def test_a_new_results_file_appears_without_a_renderer(tmp_path):
     make_docs = load_make_docs()
     (tmp_path / "gpu_check.json").write_text(json.dumps({"machine": "1 x H100", "tokens_per_s": 12345.6,
                                                           "mfu": 0.41, "nested": {"skipped": 1}}))
-    (tmp_path / "pipeline_0123abc_quiet.json").write_text(json.dumps({"what": "an old run; details"}))
     page = make_docs.render_all(tmp_path)
     assert "## Gpu check (`gpu_check.json`)" in page
     assert "Machine: 1 x H100." in page
     assert "| `tokens_per_s` | 12,345.600 |" in page and "| `mfu` | 0.410 |" in page
     assert "skipped" not in page
-    assert "- `pipeline_0123abc_quiet.json`: an old run" in page.split("## Archived runs")[1]
+    # the suite's table links the section of every file there is, and names the others
+    assert "[`gpu_check.json`](#gpu-check-gpu_checkjson)" in page and "`pipeline.json` (not measured yet)" in page
+
+
+# ------------------------------------------------------------------------- benchmarks/ as a suite (one file each)
+
+def test_results_files_are_named_for_what_they_measure():
+    names = [p.name for p in RESULTS.iterdir()]
+    assert history_names(names) == [], "git keeps earlier runs: one current file per benchmark, no commit names"
+    assert history_names(["pipeline_46c1429_quiet.json", "labels-latest.json", "scale_synthetic_before_after.png",
+                          "pipeline.json", "scale_replicated_k8_bytes.json", "ablation_small-long.json"]) == [
+        "pipeline_46c1429_quiet.json", "labels-latest.json", "scale_synthetic_before_after.png"]
+
+
+def test_results_files_hold_the_current_run_only():
+    """No before/after halves, and no commit named where the machine or the input is described."""
+    for path in sorted(RESULTS.glob("*.json")):
+        data = json.loads(path.read_text())
+        if not isinstance(data, dict):
+            continue
+        assert not {"before", "after"} & set(data), f"{path.name}: a before/after pair (keep the current run)"
+        for key in ("machine", "machine_load", "device", "input", "what"):
+            value = data.get(key)
+            assert not (isinstance(value, str) and re.search(r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b",
+                                                             value)), f"{path.name}: {key} names a commit"
+
+
+def test_each_named_ratio_has_one_results_file():
+    results = {p.stem: json.loads(p.read_text()) for p in RESULTS.glob("*.json")}
+    assert ratios_in_two_files(results) == {}
+    assert ratios_in_two_files({"pipeline": {"ratios": {"extraction_vs_wikiextractor": 0.46, "job": 1.79}},
+                                "extract": {"ratios": {"extraction_vs_wikiextractor": 0.50}},
+                                "scale": {"ratios": {"series": {"job": 2.0}}}}) == {
+        "extraction_vs_wikiextractor": ["extract", "pipeline"]}
+
+
+def test_the_benchmarks_page_labels_no_run_as_before_or_after():
+    labels = re.findall(r"^(?:#+ |\*\*)(.*)$", BENCHMARKS_MD.read_text(), flags=re.M)
+    assert [label for label in labels if re.search(r"\b(before|after|latest)\b", label, re.I)] == []
+
+
+def test_every_results_file_has_its_benchmark_in_the_suite():
+    suite = load_suite()
+    entries = suite.by_name()
+    assert sorted(p.stem for p in RESULTS.glob("*.json") if p.stem not in entries) == [], \
+        "a results file no benchmarks/suite.py entry writes"
+    for png in RESULTS.glob("*.png"):
+        assert (RESULTS / f"{png.stem}.json").exists(), f"{png.name}: a plot without its results file"
+    for bench in suite.SUITE:
+        assert (REPO / bench.script).exists(), bench.script
+        assert all((BENCHMARKS / helper).exists() for helper in bench.helpers), bench.helpers
+        # the command writes the file: it names it, or the script writes it by default
+        written = f"results/{bench.name}."  # NAME.json, or NAME.{json,png} in a script's docstring
+        assert written in " ".join(bench.command) or written in (REPO / bench.script).read_text(), \
+            f"{bench.name}: {shlex.join(bench.command)} does not write {bench.results}"
+
+
+def test_every_option_a_suite_command_passes_is_one_its_script_defines():
+    """Options before a lone ``--`` are the script's own (after it, the corpus job's)."""
+    for bench in load_suite().SUITE:
+        source = (REPO / bench.script).read_text()
+        args = list(bench.command)
+        own = args[:args.index("--")] if "--" in args else args
+        undefined = [a for a in own if a.startswith("--") and not any(
+            form in source for form in (f'"{a}"', f"'{a}'", f"{a})"))]  # argparse, or a shell case
+        assert undefined == [], f"{bench.name}: {bench.script} defines no {undefined}"
+
+
+def test_every_script_in_benchmarks_is_a_benchmark_a_helper_or_a_documented_tool():
+    suite = load_suite()
+    known = {Path(b.script).name for b in suite.SUITE} | {h for b in suite.SUITE for h in b.helpers} | set(suite.TOOLS)
+    scripts = {p.name for p in BENCHMARKS.iterdir() if p.suffix in (".py", ".sh")}
+    assert sorted(scripts - known) == [], "add it to benchmarks/suite.py (SUITE, a helper, or TOOLS), or remove it"
+    page = BENCHMARKS_MD.read_text()
+    assert sorted(name for name in scripts if name not in page) == [], "a script docs/benchmarks.md does not name"
+
+
+def test_the_suite_prepares_runs_and_reports_a_failure(tmp_path, capsys):
+    suite = load_suite()
+    made, ran = tmp_path / "corpus", tmp_path / "ran.txt"
+    ok = suite.Benchmark("ok", "test", "writes a file", ("python", "-c", f"open({str(ran)!r}, 'w').write('ran')"),
+                         prepare=("python", "-c", f"import os; os.mkdir({str(made)!r})", "--output", str(made)))
+    broken = suite.Benchmark("broken", "test", "fails", ("python", "-c", "raise SystemExit(3)"))
+    assert suite.run([ok, broken]) == 1
+    assert made.is_dir() and ran.read_text() == "ran"
+    assert "failed: broken" in capsys.readouterr().err
+    assert suite.run([ok]) == 0  # the prepared folder exists: not made again (mkdir would fail)
+
+
+def test_make_bench_runs_the_suite_then_writes_the_page():
+    assert makefile_recipe("bench") == ["$(PY) benchmarks/suite.py", "$(PY) benchmarks/make_docs.py"]
+    suite = load_suite()
+    skipped = [b for b in suite.SUITE if b.skip]
+    page = BENCHMARKS_MD.read_text()
+    assert all(f"no: {b.skip}" in page for b in skipped), "benchmarks.md says which benchmarks make bench skips"
+
+
+# ------------------------------------------------------------------------- one source per figure
+
+@pytest.mark.parametrize("path", [README, *DOCS], ids=ids([README, *DOCS]))
+def test_figures_quoted_beside_a_benchmarks_link_are_in_that_section(path):
+    if path == BENCHMARKS_MD:
+        pytest.skip("the source itself")
+    assert figures_not_in_their_source(path, BENCHMARKS_MD.read_text()) == []
+
+
+def test_the_figure_check_catches_a_figure_from_another_run():
+    page = ("## Corpus job (`pipeline.json`)\n\nextraction ×0.46, 25.2 ms per page\n\n"
+            "## Extraction (`extract.json`)\n\nextraction ×0.50\n")
+    doc = REPO / "docs" / "_probe.md"
+    text = ("Extraction alone ×0.50, the job 25.2 ms per page ([pipeline](benchmarks.md#corpus-job-pipelinejson)).\n\n"
+            "Rounded: 25 ms, an estimate ~×7 ([pipeline](benchmarks.md#corpus-job-pipelinejson)).\n\n"
+            "Unlinked: ×9.99.\n\n| table row | ×0.46 | [link](benchmarks.md#corpus-job-pipelinejson) |\n"
+            "| next row | ×0.51 | [link](benchmarks.md#extraction-extractjson) |\n")
+    try:
+        doc.write_text(text)
+        assert figures_not_in_their_source(doc, page) == ["0.50 (linked: corpus-job-pipelinejson)",
+                                                          "0.51 (linked: extraction-extractjson)"]
+    finally:
+        doc.unlink()
+
+
+# ------------------------------------------------------------------------- what the README shows
+
+def test_readme_shows_the_output_folder_and_how_to_load_it():
+    readme = README.read_text()
+    output = sections(readme)["the-output"]
+    assert "OUT/" in output and "├── passages/" in output, "the output folder as an annotated tree"
+    assert "load_dataset(" in output
+    assert "token_start" in output and "token_end" in output
+
+
+def test_corpus_md_names_every_column_and_mention_field_once():
+    from schemas import PASSAGE_SCHEMA
+
+    columns = sections((REPO / "docs" / "corpus.md").read_text())["output-out"]
+    fields = [f.name for f in PASSAGE_SCHEMA] + [f.name for f in PASSAGE_SCHEMA.field("mentions").type.value_type]
+    assert [name for name in fields if f"`{name}`" not in columns] == []
+    # the list lives there: the README links it rather than listing the columns again
+    assert not re.search(r"`passage_id`, `page_id`, `title`", README.read_text())
+
+
+def test_comments_that_point_at_a_section_find_it():
+    for path in (REPO / "Makefile", REPO / "pyproject.toml"):
+        for page, heading in re.findall(r'(README|docs/[\w-]+\.md),? "([^"]+)"', path.read_text()):
+            target = README if page == "README" else REPO / page
+            assert any(line.lstrip("#").strip().startswith(heading) for line in target.read_text().splitlines()
+                       if line.startswith("#")), f"{path.name}: no section {heading!r} in {page}"

@@ -58,6 +58,8 @@ class WikiMentionsConfig:
     row_group_rows: int = option(1000, "rows per Parquet row group (streaming reads)")
     progress_every_s: float = option(10.0, "seconds between progress lines (a local run prints pages and bytes read, pages/s and an ETA; readers log theirs)")
     job: str = option("twopass", "'twopass' (pass 1: tables from small records; pass 2: passages per read range, no text shuffled) or 'shuffle' (the earlier job, kept as the test oracle)")
+    article_cache: bool = option(True, "pass 1 caches the extracted articles (zstd, OUT/article_cache/, removed at the end; ~0.9 bytes per compressed dump byte) and pass 2 reads them: ~1/10 of the CPU of extracting again (benchmarks/results/pass2_source.json); false: pass 2 reads and extracts each range again")
+    cache_chunk_articles: int = option(10_000, "articles per chunk of the article cache: a unit of pass 2's work (and one passages file per split), so a dump that is one compressed stream is still written by many workers")
     lookup_shards: int = option(8, "SQLite shard files of pass 1's lookup store (OUT/lookup/, removed at the end); more shards build in parallel on more workers")
 
     def validate(self) -> None:
@@ -78,6 +80,7 @@ class WikiMentionsConfig:
         if self.progress_every_s <= 0:
             raise ValueError("--progress_every_s must be > 0")
         for name in ("row_group_rows", "entity_vocab_size", "max_redirect_hops", "passages_per_shard", "lookup_shards",
+                     "cache_chunk_articles",
                      "alias_rows_per_shard", "descriptions_per_shard", "max_join_group", "sort_buffer_rows"):
             if getattr(self, name) < 1:
                 raise ValueError(f"--{name} must be >= 1")

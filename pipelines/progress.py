@@ -1,7 +1,7 @@
 """Progress of a long run: the readers write small per-range records, the driver prints a line from them.
 
-Each pass's reader writes ``OUT/progress/pass<N>-<range start>.json`` (pages and compressed bytes read
-of its range, and the range's size) every ``--progress_every_s`` seconds and when the range is done; the
+Each pass's reader writes ``OUT/progress/pass<N>-<range start>-<unit>.json`` (pages and compressed bytes
+read of its range, or of pass 2's chunk of it, and their size) every ``--progress_every_s`` seconds and when the range is done; the
 records are files so they reach the driver from any runner's workers. While a local run goes on, a thread
 of ``wikiedm corpus`` (:class:`ProgressPrinter`) reads them every ``--progress_every_s`` seconds and
 prints the pages and bytes read of the dump's total, pages/s and an ETA. ``WriteManifest`` removes the
@@ -25,8 +25,8 @@ def range_bytes(path: str, start: int, end: int | None) -> int:
     return (end if end is not None else file_size(path)) - start
 
 
-def record_path(folder: str, pass_number: int, start: int) -> str:
-    return storage.join(folder, f"pass{pass_number}-{start:015d}.json")
+def record_path(folder: str, pass_number: int, start: int, unit: int = 0) -> str:
+    return storage.join(folder, f"pass{pass_number}-{start:015d}-{unit:05d}.json")
 
 
 @dataclass
@@ -40,6 +40,7 @@ class RangeProgress:
     pages: int = 0
     bytes_read: int = 0
     done: bool = False
+    unit: int = 0  # a part of the range (pass 2: a chunk of its cached articles)
 
     def write(self) -> None:
         if not self.folder:
@@ -47,7 +48,7 @@ class RangeProgress:
         record = {"pass": self.pass_number, "start": self.start, "range_bytes": self.range_bytes,
                   "pages": self.pages, "bytes_read": min(self.bytes_read, self.range_bytes), "done": self.done}
         try:
-            storage.write_json_atomic(record_path(self.folder, self.pass_number, self.start), record)
+            storage.write_json_atomic(record_path(self.folder, self.pass_number, self.start, self.unit), record)
         except OSError:  # progress is a convenience: never fail a read for it
             pass
 

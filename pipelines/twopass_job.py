@@ -2,7 +2,8 @@
 
 Pass 1, tables (only small records cross a shuffle):
   ParseWikiDump         read the dump's ranges (in parallel by multistream byte ranges), classify and
-                        extract each page where it is read; articles leave as small records only
+                        extract each page where it is read; the articles go to a compressed cache
+                        (OUT/article_cache/, in chunks: pass 2's units) and leave as small records only
   ResolveRedirects      follow redirect chains by iterated key joins (loops counted)
   ResolveLinks          every link target -> its entity; anchor and entity link counts
   BuildAliasTable       (alias, entity) rows with hyperlink counts, priors, sources
@@ -11,10 +12,11 @@ Pass 1, tables (only small records cross a shuffle):
   BuildLookupStore      title -> resolution, ranked aliases, vocabulary id, first article: SQLite
                         shard files under OUT/lookup/, built from sorted runs
 Pass 2, passages (starts when the store is written: it is pass 2's side input):
-  WritePassagesByRange  each range read and extracted again; links resolved and label candidates
-                        picked by lookups; labels (and --blink_model's), tokens, windows; Parquet
-                        files per range and split, and the range's entity descriptions
-Then WriteManifest, last (removes OUT/lookup/ and OUT/progress/).
+  WritePassagesByRange  each chunk of cached articles (or, with --article_cache false, each range read
+                        and extracted again): links resolved and label candidates picked by lookups;
+                        labels (and --blink_model's), tokens, windows; Parquet files per unit and
+                        split, and the unit's entity descriptions
+Then WriteManifest, last (removes OUT/article_cache/, OUT/lookup/ and OUT/progress/).
 """
 from __future__ import annotations
 
@@ -31,6 +33,9 @@ from pipelines.transforms.lookup import BuildLookupStore, UsableTopAliases
 from pipelines.transforms.parse import ParseWikiDump
 from pipelines.transforms.passages import PassageOptions
 from pipelines.transforms.resolve import ResolveLinks, ResolveRedirects
+from wikiedm import storage
+
+ARTICLE_CACHE_FOLDER = "article_cache"  # OUT/article_cache/: pass 1's extracted articles (removed at the end)
 
 
 def build_twopass_pipeline(p: beam.Pipeline, cfg: WikiMentionsConfig, site: SiteInfo, ranges: list, job: dict) -> None:
@@ -40,7 +45,9 @@ def build_twopass_pipeline(p: beam.Pipeline, cfg: WikiMentionsConfig, site: Site
     bound = cfg.max_join_group
     options = parse_options(cfg, site, progress=True)
     # -- pass 1
-    parsed = p | "ParseWikiDump" >> ParseWikiDump(ranges, site, options, spread_pages=False)
+    cache = storage.join(cfg.output, ARTICLE_CACHE_FOLDER) if cfg.article_cache else ""
+    parsed = p | "ParseWikiDump" >> ParseWikiDump(ranges, site, options, per_range=True, cache_folder=cache,
+                                                  chunk_articles=cfg.cache_chunk_articles)
     resolved = (
         {"redirects": parsed["redirects"], "page_kinds": parsed["page_kinds"]}
         | "ResolveRedirects" >> ResolveRedirects(cfg.max_redirect_hops, bound)
@@ -75,16 +82,10 @@ def build_twopass_pipeline(p: beam.Pipeline, cfg: WikiMentionsConfig, site: Site
         validation_fraction=cfg.validation_fraction, split_salt=cfg.split_salt, passage_text=cfg.passage_text,
     )
     pass2 = WritePassagesByRangeFn(
-        cfg.output, len(ranges), site, options, labels, passage_options, cfg.keep_red_links,
+        cfg.output, ranges, site, options, labels, passage_options, cfg.keep_red_links,
         cfg.description_max_chars, cfg.row_group_rows, cfg.sort_buffer_rows, linker_config)
-    passages = {
-        "ranges": (
-            p
-            | "IndexedRanges" >> beam.Create(list(enumerate(ranges)), reshuffle=False)
-            | "SpreadIndexedRanges" >> beam.Reshuffle()
-        ),
-        "store_shards": store["shards"],
-    } | "WritePassagesByRange" >> WritePassagesByRange(pass2)
+    passages = {"units": parsed["chunks"], "store_shards": store["shards"]} | (
+        "WritePassagesByRange" >> WritePassagesByRange(pass2))
     files = [passages["files"], *write_small_outputs(p, cfg, aliases["rows"], vocab_rows, parsed["dead"])]
     stats = (parsed["stats"] + resolved["stats"] + links["stats"] + aliases["stats"] + top["stats"] + store["stats"]
              + passages["stats"])

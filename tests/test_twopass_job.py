@@ -89,3 +89,25 @@ def test_bad_job_options_are_one_line_errors(bad: str, tmp_path: Path, capsys):
     assert run(["--input", "x.xml", "--output", str(tmp_path), bad, value]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and bad.lstrip("-") in err[0]
+
+
+@needs_shared
+@pytest.mark.slow
+@pytest.mark.parametrize("variant", [("--cache_chunk_articles", "7"), ("--article_cache", "false")],
+                         ids=["chunks_of_7_articles", "extract_again"])
+def test_pass2_units_do_not_change_the_corpus(variant, shared_dump_corpus, tmp_path: Path):
+    """A single-stream dump cut into many pass-2 units (chunks of 7 cached articles), or read and extracted
+    again by pass 2 (no cache), makes the same rows as the default run; only the file layout differs."""
+    from tests.conftest import SHARED_DUMP_JOB_ARGS
+    from tests.corpus_equality import differences
+
+    name = "enwiki-2019-196pages-namespaces.xml.bz2"
+    default = shared_dump_corpus(name)
+    out = tmp_path / "variant"
+    run_job_here(dump(name), out, *SHARED_DUMP_JOB_ARGS, *variant)
+    assert differences(default, out) == {}
+    units = json.loads((out / "stats.json").read_text())["counters"]["volume/WritePassagesByRange/units"]
+    articles = json.loads((out / "stats.json").read_text())["counters"]["articles"]
+    assert units == (-(-articles // 7) if variant[0] == "--cache_chunk_articles" else 1) and units > 1 or variant[1] == "false"
+    assert len(list((out / "passages").glob("train-*.parquet"))) == units
+    assert not (out / "article_cache").exists() or not any((out / "article_cache").iterdir())

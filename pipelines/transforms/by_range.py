@@ -1,18 +1,20 @@
-"""WritePassagesByRange: pass 2 of the two-pass job, one read range at a time, no shuffle of text.
+"""WritePassagesByRange: pass 2 of the two-pass job, one unit at a time, no shuffle of text.
 
-Each read range of the dump is read again and its articles extracted again (the same deterministic
-steps as pass 1), then, page by page: links resolved and label candidates picked by lookups in pass 1's
+A unit is a chunk of a read range's articles that pass 1 cached (pipelines.corpus.article_cache; the
+default, about a tenth of the CPU of extracting them again), or with ``--article_cache false`` a whole
+read range, read and extracted again (the same deterministic steps as pass 1). Then, page by page: links resolved and label candidates picked by lookups in pass 1's
 store (:func:`pipelines.corpus.candidates.page_candidates`), EDMem's labels (:func:`label_page`),
 optional BLINK labels, tokenised windows (:meth:`ChunkWindowsFn.windows`), and the page's description
-when it is the article of a vocabulary entity. Each range writes its own files, named by the range's
-index: ``passages/{split}-{i:05d}-of-{n:05d}.parquet`` for both splits and
-``entity_descriptions/entity_descriptions-{i:05d}-of-{n:05d}.parquet``, rows sorted by (page_id,
-window_index) and entity_id through an external sort (a range's pages are bounded; dumps are in page-id
-order, so the sort rarely spills). Every file is written, empty or not.
+when it is the article of a vocabulary entity. Each unit writes its own files, named by its place ``i`` among
+all ``n`` units (sorted by range, then chunk): ``passages/{split}-{i:05d}-of-{n:05d}.parquet`` for both
+splits and ``entity_descriptions/entity_descriptions-{i:05d}-of-{n:05d}.parquet``, rows sorted by
+(page_id, window_index) and entity_id through an external sort (a unit's pages are bounded; dumps are in
+page-id order, so the sort rarely spills). Every file is written, empty or not.
 
-A page id that a broken dump repeats inside one range keeps its latest revision (``latest_article``,
-as the shuffle job); the counters of the copies not kept are not counted. A repeat in another range
-(never seen in a real dump: each page is in one bz2 stream) is not seen here, and both copies are kept.
+A page id that a broken dump repeats in adjacent pages keeps its latest revision (``latest_article``, as
+the shuffle job; a chunk is never cut between them); the counters of the copies not kept are not counted.
+A repeat elsewhere in the unit keeps the first copy (counted as ``duplicate_page_ids/not_adjacent``); one
+in another unit (never seen in a real dump: a page is in one bz2 stream) is not seen, and both are kept.
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ from collections import Counter
 import apache_beam as beam
 from apache_beam.utils.shared import Shared
 
+from pipelines.corpus.article_cache import CacheChunk, read_chunk
 from pipelines.corpus.candidates import page_candidates
 from pipelines.corpus.descriptions import first_paragraph
 from pipelines.corpus.labels import LabelConfig, label_page
@@ -32,8 +35,9 @@ from pipelines.corpus.resolution import ARTICLE, RED_LINK
 from pipelines.corpus.split import TRAIN, VALIDATION
 from pipelines.dump import ReadRange, ReadStats, iter_pages
 from pipelines.external_sort import ExternalSorter
+from pipelines.progress import RangeProgress
 from pipelines.records import Article, DeadLetter, LabeledArticle, SiteInfo
-from pipelines.transforms.parse import ParseOptions, range_progress
+from pipelines.transforms.parse import ParseOptions
 from pipelines.transforms.passages import ChunkWindowsFn, PassageOptions, latest_article
 from pipelines.transforms.stats import STATS
 from pipelines.transforms.write import _packed_row_groups, pack_batch, packed_order, shard_name
@@ -60,14 +64,14 @@ def _description_order(row: dict):
 
 
 class WritePassagesByRangeFn(ChunkWindowsFn):
-    """(range index, ReadRange) + the store's shard paths (side input) -> the range's file records.
+    """A unit (CacheChunk tuple) + the store's shard paths and every unit's key (side inputs) -> its file records.
 
     A ChunkWindowsFn: its ``windows()`` makes each page's Arrow batch, and its counters are this
     step's. Adjacent copies of a page id are reduced to one before any of them is labelled, so the
     counters count the kept copy only, as the shuffle job's do.
     """
 
-    def __init__(self, output: str, ranges: int, site: SiteInfo, parse: ParseOptions, labels: LabelConfig,
+    def __init__(self, output: str, ranges: list, site: SiteInfo, parse: ParseOptions, labels: LabelConfig,
                  passages: PassageOptions, keep_red_links: bool, description_max_chars: int,
                  row_group_rows: int, sort_buffer_rows: int, linker_config=None) -> None:
         super().__init__(passages, packed=True)
@@ -95,8 +99,21 @@ class WritePassagesByRangeFn(ChunkWindowsFn):
 
     # -- reading -----------------------------------------------------------------------------------
 
+    def _cached_articles(self, chunk: CacheChunk, progress):
+        """A chunk's articles, as pass 1 cached them."""
+        last = time.monotonic()
+        with storage.open_read(chunk.path) as stream:
+            for article in read_chunk(stream):
+                progress.pages += 1
+                now = time.monotonic()
+                if now - last >= self.parse.progress_every_s:
+                    last = now
+                    progress.bytes_read = progress.range_bytes * progress.pages // max(1, chunk.articles)
+                    progress.write()
+                yield article
+
     def _articles(self, read_range: ReadRange, progress):
-        """The range's articles, as pass 1 extracted them (dead letters and other pages: pass 1's)."""
+        """The range's articles, extracted again as pass 1 extracted them (dead letters and other pages: pass 1's)."""
         stats = ReadStats()
         opts = self.parse
         last = time.monotonic()
@@ -190,32 +207,38 @@ class WritePassagesByRangeFn(ChunkWindowsFn):
 
     # -- the range -----------------------------------------------------------------------------------
 
-    def process(self, element, store_shards):
-        index, read_range = element
+    def process(self, element, store_shards, units):
+        chunk = CacheChunk(*element)
+        keys = sorted(tuple(key) for key in units)
+        index, count = keys.index(chunk.key), len(keys)
         self.store = open_store([path for _i, path in sorted(store_shards)], _copy_to_local)
-        progress = range_progress(read_range, self.parse, 2)
+        read_range = self.ranges[chunk.range_index]
+        size = chunk.dump_bytes if self.parse.progress_folder else 0
+        progress = RangeProgress(self.parse.progress_folder, 2, read_range.start, size, unit=chunk.chunk_index)
         started = time.monotonic()
         schema = passage_schema(self.options.passage_text)
         sorters = {split: ExternalSorter(packed_order, self.sort_buffer_rows) for split in SPLITS}
         descriptions = ExternalSorter(_description_order, self.sort_buffer_rows)
+        articles = self._cached_articles(chunk, progress) if chunk.path else self._articles(read_range, progress)
         try:
             seen: set[int] = set()
-            for article in self._unique_pages(self._articles(read_range, progress)):
+            for article in self._unique_pages(articles):
                 self._page(article, sorters, descriptions, seen)
             for split in SPLITS:
-                relative = f"passages/{shard_name(split, index, self.ranges)}"
+                relative = f"passages/{shard_name(split, index, count)}"
                 yield self._write(relative, "passages", schema,
                                   _packed_row_groups(sorters[split].sorted(), schema, self.row_group_rows))
-            yield self._write(f"{DESCRIPTIONS}/{shard_name(DESCRIPTIONS, index, self.ranges)}", DESCRIPTIONS,
+            yield self._write(f"{DESCRIPTIONS}/{shard_name(DESCRIPTIONS, index, count)}", DESCRIPTIONS,
                               SCHEMAS[DESCRIPTIONS], _row_groups(descriptions.sorted(), self.row_group_rows))
         finally:
             for sorter in (*sorters.values(), descriptions):
                 sorter.close()
         progress.bytes_read, progress.done = progress.range_bytes, True
         progress.write()
-        self.count("volume/WritePassagesByRange/ranges")
-        log.info("pass 2: %s [%s:%s]: %d pages in %.1fs", read_range.path, read_range.start, read_range.end,
-                 progress.pages, time.monotonic() - started)
+        self.count("volume/WritePassagesByRange/units")
+        log.info("pass 2: unit %d of %d (%s [%s:%s], chunk %d): %d pages in %.1fs", index + 1, count,
+                 read_range.path, read_range.start, read_range.end, chunk.chunk_index, progress.pages,
+                 time.monotonic() - started)
 
     def _write(self, relative: str, kind: str, schema, tables) -> dict:
         path = storage.join(self.output, relative)
@@ -241,13 +264,21 @@ def _row_groups(rows, row_group_rows: int):
 
 
 class WritePassagesByRange(beam.PTransform):
-    """Read ranges (with their index) + the lookup store's shards -> {"files", "stats"}."""
+    """{"units": pass 2's units (CacheChunk tuples), "store_shards": the lookup store's (index, path)}
+    -> {"files", "stats"}. Pass 2 starts when the store and the list of units are complete (side inputs)."""
 
     def __init__(self, fn: WritePassagesByRangeFn) -> None:
         super().__init__()
         self.fn = fn
 
     def expand(self, inputs):
-        out = inputs["ranges"] | "LabelTokenizeWrite" >> beam.ParDo(
-            self.fn, store_shards=beam.pvalue.AsList(inputs["store_shards"])).with_outputs(STATS, main="files")
+        units = inputs["units"]
+        keys = units | "UnitKeys" >> beam.Map(lambda unit: (unit[0], unit[1]))
+        out = (
+            units
+            | "SpreadUnits" >> beam.Reshuffle()
+            | "LabelTokenizeWrite" >> beam.ParDo(
+                self.fn, store_shards=beam.pvalue.AsList(inputs["store_shards"]),
+                units=beam.pvalue.AsList(keys)).with_outputs(STATS, main="files")
+        )
         return {"files": out.files, "stats": [out[STATS]]}

@@ -11,10 +11,11 @@ splits and ``entity_descriptions/entity_descriptions-{i:05d}-of-{n:05d}.parquet`
 (page_id, window_index) and entity_id through an external sort (a unit's pages are bounded; dumps are in
 page-id order, so the sort rarely spills). Every file is written, empty or not.
 
-A page id that a broken dump repeats in adjacent pages keeps its latest revision (``latest_article``, as
-the shuffle job; a chunk is never cut between them); the counters of the copies not kept are not counted.
-A repeat elsewhere in the unit keeps the first copy (counted as ``duplicate_page_ids/not_adjacent``); one
-in another unit (never seen in a real dump: a page is in one bz2 stream) is not seen, and both are kept.
+A page id that a broken dump repeats within a unit keeps its latest revision (the shuffle job's
+``latest_article`` rule, applied by the sort: copies of a page id are sorted by it and the first kept);
+each copy's counters wait beside it in the sort and only the kept copy's are counted. A repeat in another
+unit (never seen in a real dump: a page is in one bz2 stream, and a chunk is never cut between adjacent
+copies) is not seen, and both copies are kept.
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ import time
 from collections import Counter
 
 import apache_beam as beam
+import pyarrow as pa
 from apache_beam.utils.shared import Shared
 
 from pipelines.corpus.article_cache import CacheChunk, read_chunk
@@ -38,9 +40,9 @@ from pipelines.external_sort import ExternalSorter
 from pipelines.progress import RangeProgress
 from pipelines.records import Article, DeadLetter, LabeledArticle, SiteInfo
 from pipelines.transforms.parse import ParseOptions
-from pipelines.transforms.passages import ChunkWindowsFn, PassageOptions, latest_article
+from pipelines.transforms.passages import ChunkWindowsFn, PassageOptions
 from pipelines.transforms.stats import STATS
-from pipelines.transforms.write import _packed_row_groups, pack_batch, packed_order, shard_name
+from pipelines.transforms.write import _packed_row_groups, pack_batch, shard_name
 from pipelines.wikitext import ExtractionError, extract_article
 from schemas import SCHEMAS, passage_schema
 from schemas.corpus import MentionSource
@@ -138,30 +140,21 @@ class WritePassagesByRangeFn(ChunkWindowsFn):
             yield Article(page_id=item.page_id, title=title, text=extraction.text, links=extraction.links,
                           revision_id=item.revision_id)
 
-    def _unique_pages(self, articles):
-        """Adjacent copies of one page id (a broken dump) -> the latest (the shuffle job's rule)."""
-        group: list[Article] = []
-        for article in articles:
-            if group and group[0].page_id != article.page_id:
-                yield self._kept(group)
-                group = []
-            group.append(article)
-        if group:
-            yield self._kept(group)
-
-    def _kept(self, group: list[Article]) -> Article:
-        if len(group) > 1:
-            self.count("duplicate_page_ids", len(group) - 1)
-        return latest_article(group) if len(group) > 1 else group[0]
-
     # -- one page ----------------------------------------------------------------------------------
 
-    def _page(self, article: Article, sorters: dict, descriptions: ExternalSorter, seen: set) -> None:
-        if article.page_id in seen:  # a copy out of order in the range: kept once (the first read)
-            self.count("duplicate_page_ids")
-            self.count("duplicate_page_ids/not_adjacent")
-            return
-        seen.add(article.page_id)
+    def _page(self, article: Article) -> tuple:
+        """An article -> its sort item: (page id, the latest_article preference, split, packed windows or None,
+        its description row or None, its counters). The counters are applied when the item is kept."""
+        outer, self._tally = self._tally, Counter()
+        try:
+            split, packed, description = self._label_and_window(article)
+            tally = self._tally
+        finally:
+            self._tally = outer
+        preference = (-(article.revision_id if article.revision_id is not None else -1), article.title, article.text)
+        return article.page_id, preference, split, packed, description, dict(tally)
+
+    def _label_and_window(self, article: Article):
         store = self.store
         targets = {link.target for link in article.links}
         rows = store.get(targets | {article.title})
@@ -196,16 +189,30 @@ class WritePassagesByRangeFn(ChunkWindowsFn):
             rows.update(store.get(missing))
         vocab = {e: rows[e][3] for e in mentioned if e in rows and rows[e][3] is not None}
         page = self.windows(labeled, vocab)
+        split = packed = description = None
         if page is not None:
             split, _key, batch = page
             packed = pack_batch(article.page_id, batch)
-            sorters[split].add(packed, packed[1])
         own = rows.get(article.title)
         if own is not None and own[3] is not None and own[4] == article.page_id:
-            descriptions.add({"entity_id": own[3], "entity": article.title,
-                              "description": first_paragraph(article.text, self.description_max_chars)})
+            description = {"entity_id": own[3], "entity": article.title,
+                           "description": first_paragraph(article.text, self.description_max_chars)}
+        return split, packed, description
 
-    # -- the range -----------------------------------------------------------------------------------
+    def _kept_pages(self, items):
+        """Sorted page items -> the kept one of each page id (the first: the latest revision), its counters
+        applied; the copies of a page id that a broken dump repeats are counted, as the shuffle job does."""
+        last = None
+        for item in items:
+            page_id = item[0]
+            if page_id == last:
+                self.count("duplicate_page_ids")
+                continue
+            last = page_id
+            self._tally.update(item[5])  # stats only: Beam's metrics counted every copy as it was made
+            yield item
+
+    # -- the unit ------------------------------------------------------------------------------------
 
     def process(self, element, store_shards, units):
         chunk = CacheChunk(*element)
@@ -217,22 +224,31 @@ class WritePassagesByRangeFn(ChunkWindowsFn):
         progress = RangeProgress(self.parse.progress_folder, 2, read_range.start, size, unit=chunk.chunk_index)
         started = time.monotonic()
         schema = passage_schema(self.options.passage_text)
-        sorters = {split: ExternalSorter(packed_order, self.sort_buffer_rows) for split in SPLITS}
-        descriptions = ExternalSorter(_description_order, self.sort_buffer_rows)
         articles = self._cached_articles(chunk, progress) if chunk.path else self._articles(read_range, progress)
-        try:
-            seen: set[int] = set()
-            for article in self._unique_pages(articles):
-                self._page(article, sorters, descriptions, seen)
+        with ExternalSorter(_page_order, self.sort_buffer_rows) as pages, \
+                ExternalSorter(_description_order, self.sort_buffer_rows) as descriptions:
+            for article in articles:
+                item = self._page(article)
+                pages.add(item, item[3][1] if item[3] is not None else 1)
+            writers = {split: storage.ParquetFileWriter(
+                storage.join(self.output, "passages", shard_name(split, index, count)), schema) for split in SPLITS}
+            runs: dict = {split: [] for split in SPLITS}
+            for _page_id, _pref, split, packed, description, _tally in self._kept_pages(pages.sorted()):
+                if description is not None:
+                    descriptions.add(description)
+                if packed is not None:
+                    runs[split].append(packed)
+                    if sum(run[1] for run in runs[split]) >= self.row_group_rows:
+                        runs[split] = _write_full_row_groups(writers[split], runs[split], schema, self.row_group_rows)
             for split in SPLITS:
-                relative = f"passages/{shard_name(split, index, count)}"
-                yield self._write(relative, "passages", schema,
-                                  _packed_row_groups(sorters[split].sorted(), schema, self.row_group_rows))
-            yield self._write(f"{DESCRIPTIONS}/{shard_name(DESCRIPTIONS, index, count)}", DESCRIPTIONS,
-                              SCHEMAS[DESCRIPTIONS], _row_groups(descriptions.sorted(), self.row_group_rows))
-        finally:
-            for sorter in (*sorters.values(), descriptions):
-                sorter.close()
+                for table in _packed_row_groups(runs[split], schema, self.row_group_rows):
+                    writers[split].write_table(table)
+                yield _file_record(f"passages/{shard_name(split, index, count)}", "passages", writers[split])
+            relative = f"{DESCRIPTIONS}/{shard_name(DESCRIPTIONS, index, count)}"
+            writer = storage.ParquetFileWriter(storage.join(self.output, relative), SCHEMAS[DESCRIPTIONS])
+            for table in _row_groups(descriptions.sorted(), self.row_group_rows):
+                writer.write_table(table)
+            yield _file_record(relative, DESCRIPTIONS, writer)
         progress.bytes_read, progress.done = progress.range_bytes, True
         progress.write()
         self.count("volume/WritePassagesByRange/units")
@@ -240,18 +256,28 @@ class WritePassagesByRangeFn(ChunkWindowsFn):
                  read_range.path, read_range.start, read_range.end, chunk.chunk_index, progress.pages,
                  time.monotonic() - started)
 
-    def _write(self, relative: str, kind: str, schema, tables) -> dict:
-        path = storage.join(self.output, relative)
-        writer = storage.ParquetFileWriter(path, schema)
-        for table in tables:
-            writer.write_table(table)
-        sha256, size = writer.close()
-        return {"path": relative, "bytes": size, "sha256": sha256, "rows": writer.rows, "kind": kind}
+
+def _page_order(item):
+    return item[0], item[1]
+
+
+def _write_full_row_groups(writer, runs: list, schema, row_group_rows: int) -> list:
+    """Write the full row groups the packed ``runs`` hold; return the runs of what is left (fewer rows)."""
+    total = sum(run[1] for run in runs)
+    full = total - total % row_group_rows
+    table = pa.Table.from_batches([pa.ipc.read_record_batch(pa.py_buffer(run[2]), schema) for run in runs], schema)
+    for start in range(0, full, row_group_rows):
+        writer.write_table(table.slice(start, row_group_rows).combine_chunks())
+    rest = table.slice(full).combine_chunks()
+    return [pack_batch(None, batch) for batch in rest.to_batches()] if rest.num_rows else []
+
+
+def _file_record(relative: str, kind: str, writer) -> dict:
+    sha256, size = writer.close()
+    return {"path": relative, "bytes": size, "sha256": sha256, "rows": writer.rows, "kind": kind}
 
 
 def _row_groups(rows, row_group_rows: int):
-    import pyarrow as pa
-
     batch: list = []
     schema = SCHEMAS[DESCRIPTIONS]
     for row in rows:

@@ -89,6 +89,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--json", default=str(REPO / "benchmarks" / "results" / "pass2_source.json"))
     args = parser.parse_args()
+    load_at_start = os.getloadavg()[0]
     site = read_siteinfo(args.dump)
     rounds = {"re_extract": [], "cache_write": [], "cache_read": []}
     pages = cache_bytes = 0
@@ -115,7 +116,8 @@ def main() -> None:
         "cache_bytes_per_dump_byte": round(cache_bytes / os.path.getsize(args.dump), 3),
         "cache_write_plus_read_over_re_extract": round(cache_total / median["re_extract"], 4),
         "cheaper": "cache" if cache_total < median["re_extract"] else "re_extract",
-        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "load_average": os.getloadavg()},
+        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "load_average_at_start": load_at_start,
+                    "load_average_at_end": os.getloadavg()[0]},
     }
     Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))

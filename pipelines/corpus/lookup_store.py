@@ -180,7 +180,9 @@ def open_store(paths: list[str], copy_remote) -> LookupStore:
 
     ``copy_remote(path, local_path)`` copies a shard that is not on local disk (gs://...) once per
     process, to a temporary folder (Dataflow workers: the tables reach them as files)."""
-    key = tuple(paths)
+    # A local file is known by its inode and time too: a later run in this process (tests, notebooks) that
+    # rewrote the store at the same paths must not read the earlier run's files through old connections.
+    key = tuple((p, os.stat(p).st_ino, os.stat(p).st_mtime_ns) if os.path.exists(p) else (p,) for p in paths)
     with _OPEN_LOCK:
         store = _OPEN.get(key)
         if store is None:

@@ -499,5 +499,20 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+@renders("pass2_source")
+def render_pass2_source(stem: str, data: dict) -> Section:
+    ms = data["cpu_ms_per_article"]
+    rows = [["extract again (read, decompress, classify, extract)", num(ms["re_extract"], 2)],
+            ["cache: write in pass 1 (pickle, zstd)", num(ms["cache_write"], 2)],
+            ["cache: read in pass 2 (zstd, unpickle)", num(ms["cache_read"], 2)]]
+    body = table(["where pass 2 gets its articles", "CPU ms per article"], rows)
+    body += (f"\n\nCache write + read / extracting again: {ratio(data['cache_write_plus_read_over_re_extract'], 3)}; "
+             f"the cache takes {num(data['cache_bytes_per_dump_byte'], 2)} bytes per compressed dump byte. The "
+             f"corpus job's default (`--article_cache true`) is the cheaper: {data['cheaper'].replace('_', ' ')}.")
+    return Section("Pass 2's articles: extract again or read pass 1's cache", "benchmarks/bench_pass2_source.py",
+                   machine_of(data), f"{dump_name(data['dump'])} ({data['articles']} articles); CPU seconds, "
+                   f"medians of {data['repeat']} interleaved rounds", body)
+
+
 if __name__ == "__main__":
     sys.exit(main())

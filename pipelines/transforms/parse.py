@@ -3,7 +3,7 @@
 Thin DoFns around ``pipelines.dump`` (reading) and ``pipelines.wikitext``
 (extraction). Reading is split into byte ranges of whole bz2 streams when a
 multistream index is available, so many workers decompress in parallel;
-otherwise one worker reads the file and a Reshuffle spreads its pages.
+otherwise one worker reads the file (and, in the shuffle job, a Reshuffle spreads its pages).
 """
 from __future__ import annotations
 
@@ -15,9 +15,11 @@ from dataclasses import dataclass
 import apache_beam as beam
 from apache_beam.transforms.window import GlobalWindows
 
+from pipelines.corpus.article_cache import CacheChunk, ChunkedCacheWriter
 from pipelines.corpus.page_kinds import BAD_PAGE, NOT_IN_MAIN_NAMESPACE, classify_page
 from pipelines.corpus.resolution import ARTICLE, DISAMBIGUATION, OTHER_NAMESPACE_REDIRECT, REDIRECT
-from pipelines.dump import ReadRange, iter_pages
+from pipelines.dump import ReadRange, ReadStats, iter_pages
+from pipelines.progress import RangeProgress, range_bytes
 from pipelines.records import Article, DeadLetter, RawPage, SiteInfo
 from pipelines.transforms.stats import STATS, CountingDoFn
 from pipelines.wikitext import (
@@ -25,6 +27,7 @@ from pipelines.wikitext import (
     ExtractionError,
     extract_article,
 )
+from wikiedm import storage
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +78,7 @@ class ParseOptions:
     max_wikitext_chars: int
     progress_every_s: float
     disambiguation: DisambiguationConfig
+    progress_folder: str = ""  # where readers write their progress records (pipelines.progress); "" = none
 
 
 class _DeadLetterLogging:
@@ -99,11 +103,16 @@ class ReadPagesFn(CountingDoFn, _DeadLetterLogging):
         self.options = options
 
     def process(self, read_range: ReadRange):
+        yield from self.read(read_range, ReadStats())
+
+    def read(self, read_range: ReadRange, stats: ReadStats):
+        """The pages and dead letters of ``read_range`` (``stats`` fills as they are read), counted and logged."""
         started = last = time.monotonic()
         pages = 0
         chars = 0
+        progress = range_progress(read_range, self.options, 1)
         for item in iter_pages(read_range.path, read_range.start, read_range.end,
-                               max_page_bytes=self.options.max_page_bytes):
+                               max_page_bytes=self.options.max_page_bytes, stats=stats):
             if isinstance(item, DeadLetter):
                 self.count(f"dead_letters/{item.stage}/{item.reason}")
                 self.log_dead(item)
@@ -120,8 +129,18 @@ class ReadPagesFn(CountingDoFn, _DeadLetterLogging):
                 rate = pages / max(now - started, 1e-9)
                 log.info("read %d pages from %s [%s:%s] (%.0f pages/s, %.1f M wikitext chars)",
                          pages, read_range.path, read_range.start, read_range.end, rate, chars / 1e6)
+                progress.pages, progress.bytes_read = pages, stats.raw_bytes
+                progress.write()
+        progress.pages, progress.bytes_read, progress.done = pages, progress.range_bytes, True
+        progress.write()
         log.info("finished %s [%s:%s]: %d pages in %.1fs", read_range.path, read_range.start,
                  read_range.end, pages, time.monotonic() - started)
+
+
+def range_progress(read_range: ReadRange, options: ParseOptions, pass_number: int) -> RangeProgress:
+    """The progress record of a reader of ``read_range`` (writes nothing without a progress folder)."""
+    size = range_bytes(read_range.path, read_range.start, read_range.end) if options.progress_folder else 0
+    return RangeProgress(options.progress_folder, pass_number, read_range.start, size)
 
 
 class ClassifyPagesFn(CountingDoFn, _DeadLetterLogging):
@@ -215,6 +234,48 @@ class ClassifyPagesFn(CountingDoFn, _DeadLetterLogging):
                       revision_id=page.revision_id)
 
 
+CHUNKS = "chunks"  # tagged output of ExtractRangeFn: the range's units of pass 2 (CacheChunk tuples)
+
+
+class ExtractRangeFn(ClassifyPagesFn):
+    """(range index, ReadRange) -> what ReadPagesFn + ClassifyPagesFn make of it, read and classified in one
+    step (the two-pass job: no shuffle of pages), and on ``chunks`` the range's units of pass 2: the
+    chunks of its articles cached under ``cache_folder`` (pipelines.corpus.article_cache), or with no
+    cache folder one unit, the range itself (pass 2 then reads and extracts it again)."""
+
+    def __init__(self, site: SiteInfo, options: ParseOptions, cache_folder: str = "",
+                 chunk_articles: int = 10_000) -> None:
+        super().__init__(site, options)
+        self.cache_folder = cache_folder
+        self.chunk_articles = chunk_articles
+
+    def process(self, element):
+        index, read_range = element
+        stats = ReadStats()
+        writer = None
+        if self.cache_folder:
+            writer = ChunkedCacheWriter(self.cache_folder, storage.join, storage.create, index, read_range.start,
+                                        self.chunk_articles)
+        articles = 0
+        for page in ReadPagesFn.read(self, read_range, stats):
+            if isinstance(page, beam.pvalue.TaggedOutput):
+                yield page
+                continue
+            for out in ClassifyPagesFn.process(self, page):
+                if isinstance(out, Article):
+                    articles += 1
+                    if writer is not None:
+                        closed = writer.add(out, stats.raw_bytes)
+                        if closed is not None:
+                            yield beam.pvalue.TaggedOutput(CHUNKS, closed.as_tuple())
+                yield out
+        size = range_bytes(read_range.path, read_range.start, read_range.end)
+        if writer is not None:
+            yield beam.pvalue.TaggedOutput(CHUNKS, writer.finish(size).as_tuple())
+        else:
+            yield beam.pvalue.TaggedOutput(CHUNKS, CacheChunk(index, 0, "", articles, size, read_range.start).as_tuple())
+
+
 class NoteSiteInfoFn(CountingDoFn):
     """Count (and dead-letter) a dump without ``<siteinfo>``; defaults are used then."""
 
@@ -238,11 +299,18 @@ class ParseWikiDump(beam.PTransform):
     :mod:`pipelines.corpus.resolution`), ``dead`` (DeadLetter) and ``stats``.
     """
 
-    def __init__(self, ranges: list[ReadRange], site: SiteInfo, options: ParseOptions) -> None:
+    def __init__(self, ranges: list[ReadRange], site: SiteInfo, options: ParseOptions,
+                 per_range: bool = False, cache_folder: str = "", chunk_articles: int = 10_000) -> None:
         super().__init__()
         self.ranges = ranges
         self.site = site
         self.options = options
+        # The two-pass job: each range's pages are classified where they are read (its consumers keep only
+        # small records, and the ranges already give parallel reads), the articles cached under
+        # cache_folder, and "chunks" lists pass 2's units. Else (the shuffle job): a Reshuffle of pages first.
+        self.per_range = per_range
+        self.cache_folder = cache_folder
+        self.chunk_articles = chunk_articles
 
     def expand(self, pbegin):
         source = self.ranges[0].path if self.ranges else ""
@@ -251,27 +319,43 @@ class ParseWikiDump(beam.PTransform):
             | "SiteInfoPresent" >> beam.Create([self.site.from_dump])
             | "NoteSiteInfo" >> beam.ParDo(NoteSiteInfoFn(source)).with_outputs(DEAD, STATS)
         )
-        read = (
-            pbegin
-            | "ReadRanges" >> beam.Create(self.ranges, reshuffle=False)
-            | "SpreadRanges" >> beam.Reshuffle()
-            | "ReadPages" >> beam.ParDo(ReadPagesFn(self.options)).with_outputs(DEAD, STATS, main="pages")
-        )
-        classified = (
-            read.pages
-            | "SpreadPages" >> beam.Reshuffle()
-            | "ClassifyPages" >> beam.ParDo(ClassifyPagesFn(self.site, self.options)).with_outputs(
-                REDIRECTS, PAGE_KINDS, DEAD, STATS, TEMPLATE_NAMES, main=ARTICLES)
-        )
-        dead = (note[DEAD], read[DEAD], classified[DEAD]) | "FlattenParseDead" >> beam.Flatten()
+        if self.per_range:
+            classified = (
+                pbegin
+                | "ReadRanges" >> beam.Create(list(enumerate(self.ranges)), reshuffle=False)
+                | "SpreadRanges" >> beam.Reshuffle()
+                | "ReadAndClassify" >> beam.ParDo(ExtractRangeFn(
+                    self.site, self.options, self.cache_folder, self.chunk_articles)).with_outputs(
+                    REDIRECTS, PAGE_KINDS, DEAD, STATS, TEMPLATE_NAMES, CHUNKS, main=ARTICLES)
+            )
+            dead_parts, stats = (note[DEAD], classified[DEAD]), [note[STATS], classified[STATS]]
+        else:
+            read = (
+                pbegin
+                | "ReadRanges" >> beam.Create(self.ranges, reshuffle=False)
+                | "SpreadRanges" >> beam.Reshuffle()
+                | "ReadPages" >> beam.ParDo(ReadPagesFn(self.options)).with_outputs(DEAD, STATS, main="pages")
+            )
+            classified = (
+                read.pages
+                | "SpreadPages" >> beam.Reshuffle()
+                | "ClassifyPages" >> beam.ParDo(ClassifyPagesFn(self.site, self.options)).with_outputs(
+                    REDIRECTS, PAGE_KINDS, DEAD, STATS, TEMPLATE_NAMES, main=ARTICLES)
+            )
+            dead_parts = (note[DEAD], read[DEAD], classified[DEAD])
+            stats = [note[STATS], read[STATS], classified[STATS]]
+        dead = dead_parts | "FlattenParseDead" >> beam.Flatten()
         dropped_templates = classified[TEMPLATE_NAMES] | "TopDroppedTemplates" >> TopDroppedTemplates()
-        return {
+        out = {
             "articles": classified[ARTICLES],
             "redirects": classified[REDIRECTS],
             "page_kinds": classified[PAGE_KINDS],
             "dead": dead,
-            "stats": [note[STATS], read[STATS], classified[STATS], dropped_templates],
+            "stats": stats + [dropped_templates],
         }
+        if self.per_range:
+            out["chunks"] = classified[CHUNKS]
+        return out
 
 
 class TopDroppedTemplates(beam.PTransform):

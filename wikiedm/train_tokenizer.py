@@ -17,7 +17,7 @@ The folder written loads with ``AutoTokenizer.from_pretrained`` and ``wikiedm.to
 Its special tokens come first: ``<pad>`` 0, ``<s>`` 1, ``</s>`` 2, ``<mask>`` 3, ``[Es]`` 4, ``[Ee]`` 5
 (the trainer's mention markers, reserved so the trainer adds nothing: the model's vocabulary is
 exactly ``--vocab_size``), then the 256 bytes, then the merges. Same corpus and options, same files
-(``training.json`` records both). An existing folder is not replaced unless ``--overwrite true``.
+(``training.json`` records both). A folder holding anything else is not replaced unless ``--overwrite true``.
 """
 from __future__ import annotations
 
@@ -142,20 +142,29 @@ def training_record(config: TrainTokenizerConfig) -> dict:
     """What a folder was trained from: the options and the train shards' digests from the corpus manifest."""
     from importlib.metadata import version
 
+    shards = [os.path.relpath(p, config.corpus) for p in train_shards(config.corpus)]  # first: its clear errors
     with open(os.path.join(config.corpus, "manifest.json"), encoding="utf-8") as f:
         files = {e["path"]: e.get("sha256") for e in json.load(f).get("files", [])}
-    shards = [os.path.relpath(p, config.corpus) for p in train_shards(config.corpus)]
     options = {k: v for k, v in asdict(config).items() if k not in ("corpus", "output", "overwrite")}
     return {"options": options, "train_shards": {p: files.get(p) for p in shards},
             "tokenizers": version("tokenizers")}
 
 
-def check_output_folder(output: str, overwrite: bool) -> None:
-    """Refuse to write into a folder that already holds files, unless ``overwrite``."""
+def check_output_folder(output: str, record: dict, overwrite: bool) -> None:
+    """Refuse to write into a folder that already holds files, unless ``overwrite`` or they are this very
+    tokenizer (trained from the same shards with the same options: training is deterministic)."""
     if os.path.isfile(output):
         raise TokenizerTrainingError(f"--output {output} is a file, not a folder")
-    if os.path.isdir(output) and os.listdir(output) and not overwrite:
-        raise TokenizerTrainingError(f"{output} already holds files (a tokenizer?); give --overwrite true to replace them")
+    if overwrite or not os.path.isdir(output) or not os.listdir(output):
+        return
+    try:
+        with open(os.path.join(output, TRAINING_RECORD), encoding="utf-8") as f:
+            if json.load(f) == record:
+                return
+    except (OSError, ValueError):
+        pass
+    raise TokenizerTrainingError(f"{output} already holds files other than this tokenizer (other options or "
+                                 "another corpus); give --overwrite true to replace them")
 
 
 def train_tokenizer(config: TrainTokenizerConfig) -> dict:
@@ -163,8 +172,8 @@ def train_tokenizer(config: TrainTokenizerConfig) -> dict:
     import time
 
     config.validate()
-    check_output_folder(config.output, config.overwrite)
     record = training_record(config)
+    check_output_folder(config.output, record, config.overwrite)
     started = time.monotonic()
     counted = {"passages": 0, "characters": 0}
 
@@ -203,8 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config, rest = parse_config(TrainTokenizerConfig, list(sys.argv[1:] if argv is None else argv), prog=PROG,
                                     description=__doc__.splitlines()[0], pass_unknown=False,
-                                    common=("corpus", "output", "vocab_size", "min_frequency", "max_passages",
-                                            "overwrite"))
+                                    common=("corpus", "output", "vocab_size", "overwrite"))
         if rest:
             raise ConfigError(f"unknown option(s): {' '.join(rest)}")
         summary = train_tokenizer(config)

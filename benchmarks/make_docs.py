@@ -514,5 +514,25 @@ def render_pass2_source(stem: str, data: dict) -> Section:
                    f"medians of {data['repeat']} interleaved rounds", body)
 
 
+@renders("tokenizer")
+def render_tokenizer(stem: str, data: dict) -> Section:
+    """bench_tokenizer.py: an own-language tokenizer vs GPT-2's (tokens per character, a tiny-config step)."""
+    per_char, corpus, step = data["tokens_per_character_held_out"], data["corpus"], data["tiny_step"]
+    vocab = data["model_vocab_size"]
+    rows = [[f"{label} ({num(vocab[key])} tokens)", num(per_char[key], 3), num(corpus[key]["passages"]),
+             num(corpus[key]["characters_per_passage"], 0), num(step["median_step_s"][key], 3),
+             num(step["characters_per_s"][key], 0)]
+            for label, key in (("GPT-2 byte-level BPE (default)", "gpt2"), ("own byte-level BPE", "own"))]
+    body = table(["tokenizer", "tokens per character (held out)", "passages", "characters per passage",
+                  "tiny step (s, median)", "characters of text per s"], rows)
+    body += (f"\n\nGPT-2 needs {ratio(data['gpt2_tokens_over_own'])} the tokens; a step with GPT-2's vocabulary takes "
+             f"{ratio(step['gpt2_step_over_own_median_of_rounds'])} the time (median of {step['rounds']} back-to-back "
+             f"pairs); the own tokenizer trains on {ratio(step['own_characters_per_s_over_gpt2'])} the text per second. "
+             f"Step: {plain(step['config'])}.")
+    return Section("A tokenizer of the corpus's own language vs GPT-2's", "benchmarks/bench_tokenizer.py",
+                   machine_of(data), f"{data['dump']}; own vocabulary learnt by `wikiedm train-tokenizer` from its "
+                   "train passages, tokens per character on its validation passages", body)
+
+
 if __name__ == "__main__":
     sys.exit(main())

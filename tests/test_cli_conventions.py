@@ -13,7 +13,7 @@ from wikiedm.cli import SUBCOMMANDS, main
 
 # The subcommands over a config class (wikiedm.config.ConfigParser): they have --help-config.
 CONFIG_COMMANDS = ("corpus", "link", "link-text", "interactive", "index-linker", "train-linker", "evaluate-linker",
-                   "pretrain")
+                   "pretrain", "train-tokenizer")
 HELP_FLAGS = ("-h, --help", "--help-config")
 EPILOGS = ("runner options", "every config key")  # lines after which a help text lists no option of its own
 
@@ -82,6 +82,11 @@ def test_help_shows_the_common_options_and_help_config_every_key(capsys, name):
 
         cls = WikiMentionsConfig if name == "corpus" else LinkMentionsConfig
         assert {"--input", "--output"} <= shown
+    elif name == "train-tokenizer":
+        from wikiedm.train_tokenizer import TrainTokenizerConfig
+
+        cls = TrainTokenizerConfig
+        assert {"--corpus", "--output", "--vocab_size", "--overwrite"} <= shown
     else:
         from linker.link import LinkerConfig
         from linker.train import TrainConfig

@@ -25,6 +25,7 @@ class Subcommand(NamedTuple):
 
 SUBCOMMANDS: dict[str, Subcommand] = {
     "corpus": Subcommand("pipelines.wiki_mentions", (), "dump -> passages, alias table, entity vocabulary, descriptions (Beam)"),
+    "train-tokenizer": Subcommand("wikiedm.train_tokenizer", (), "learn a byte-level BPE tokenizer of a corpus's own language (for corpus --tokenizer)"),
     "link": Subcommand("pipelines.link_mentions", (), "link the mentions of a corpus's passages with a BLINK model (Beam)"),
     "link-text": Subcommand("linker.cli", ("link",), "link mentions in text, JSONL or BLINK mention records"),
     "interactive": Subcommand("linker.cli", ("interactive",), "type text, see its linked mentions"),

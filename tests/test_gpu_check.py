@@ -79,3 +79,15 @@ def test_report_of_nothing_keeps_every_key(tmp_path, capsys):
         assert key in report
     assert report["mfu"] is None and set(report["parts"]) == {"install", "train", "bench", "tests", "kernels", "data"}
     assert '"mfu": null' in capsys.readouterr().out
+
+
+def test_the_gpu_overfit_run_needs_no_matplotlib():
+    """tests/trainer/test_gpu.py's bf16 run must not end in plot_losses, which imports matplotlib (the GPU
+    machine may lack it): its extra arguments turn the plot off, and the run is made with them."""
+    import inspect
+
+    from tests.trainer import test_gpu
+    from trainer.config import load_config
+
+    assert load_config(str(REPO / "configs/pretrain/tiny.yaml"), list(test_gpu.GPU_RUN_ARGS)).train.plot is False
+    assert "*GPU_RUN_ARGS" in inspect.getsource(test_gpu.test_bf16_compiled_trainer_links_entities)

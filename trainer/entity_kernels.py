@@ -269,6 +269,7 @@ INTERPRET_TILES = (32, 64, 1, 1)  # small tiles: ragged edges in small tests, fe
 DEFAULT_PROGRAMS_PER_SM = 1
 _working: dict[tuple, int] = {}  # (kernel, D, dtypes) -> index of the first config that compiled
 _resident: dict[tuple, int] = {}  # (kernel, D, dtypes, tile) -> programs per SM, from the compiled kernel
+_compiled: dict[tuple, dict] = {}  # the same key -> registers, spills, shared memory as compiled (benchmarks)
 
 
 def blocks_per_sm(n_regs: int, num_warps: int, shared_bytes: int = 0, *, regs_per_sm: int = 65536,
@@ -286,6 +287,9 @@ def _note_resident(kind: str, key: tuple, tile: tuple, compiled) -> None:
     if isinstance(n_regs, int) and n_regs > 0:
         shared = getattr(getattr(compiled, "metadata", None), "shared", 0) or 0
         _resident[(kind,) + key + tuple(tile)] = blocks_per_sm(n_regs, tile[2], shared)
+        _compiled[(kind,) + key + tuple(tile)] = {"n_regs": n_regs, "n_spills": getattr(compiled, "n_spills", None),
+                                                  "shared_bytes": shared,
+                                                  "programs_per_sm": _resident[(kind,) + key + tuple(tile)]}
 
 
 def _block_d(d: int) -> int:
@@ -442,10 +446,11 @@ def backward_blocks(q_all, rows, lse_all, g_l, g_t, local_targets, g_r, g_r_dot_
             raise ValueError("grad_rows must be a float32 tensor with contiguous rows")
 
         def launch_rows(block_m, block_n, num_warps, num_stages):
-            _backward_rows_kernel[(triton.cdiv(n, block_n),)](
+            compiled = _backward_rows_kernel[(triton.cdiv(n, block_n),)](
                 q, gr, lse, shift, g_t, target, e, grad_rows, m, n, q.stride(0), e.stride(0),
                 grad_rows.stride(0), D=d, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=_block_d(d), WITH_READ=with_read,
                 ACCUMULATE=accumulate, BF16=bf16, EMULATE=INTERPRET, num_warps=num_warps, num_stages=num_stages)
+            _note_resident("rows", key, (block_m, block_n, num_warps, num_stages), compiled)
 
         _launch("rows", key, launch_rows, tiles, q.device)
 

@@ -17,12 +17,12 @@
 #
 #   install  15   the wheels into a site folder (skipped when deepspeed imports)
 #   corpus   20   synthetic corpora: 5,000 entities for tests and data; 1M entities when train is asked for
-#   memread 110   benchmarks/bench_memory_read.py: one read, fwd+bwd, M=768 x N=1M x D=256: the Triton kernels
+#   memread 100   benchmarks/bench_memory_read.py: one read, fwd+bwd, M=768 x N=1M x D=256: the Triton kernels
 #                 (a tile sweep), FlexAttention over a chunked table, the float32 blocked path; errors against
 #                 float64; the decision between the kernels and FlexAttention (gpu_check_report.py)
 #   bench    90   benchmarks/bench_trainer.py at base geometry, batch 128 x 160, 1M entities, bf16, compiled:
 #                 EDMem/BART step ratio, MFU of both, EDMem's step peak memory; the LM loss dense vs chunked
-#   tests   100   pytest -m gpu -v over the test files that hold gpu tests (kernels, FlexAttention, a bf16 +
+#   tests   120   pytest -m gpu -v over the test files that hold gpu tests (kernels, FlexAttention, a bf16 +
 #                 compiled overfit run on the 5,000-entity corpus)
 #   data     10   benchmarks/bench_data.py on the 5,000-entity corpus: passages/s of the data path
 #   train   150   NOT by default (--parts ...,train): trainer/pretrain.py on base.yaml and the 1M corpus through
@@ -72,7 +72,7 @@ echo "gpu_check: work folder $WORK, results in $RESULTS"
 if [ "$SMOKE" = 1 ]; then
   T_INSTALL=60 T_CORPUS=120 T_MEMREAD=300 T_BENCH=400 T_TESTS=300 T_DATA=200 T_TRAIN=400
 else
-  T_INSTALL=15 T_CORPUS=20 T_MEMREAD=110 T_BENCH=90 T_TESTS=100 T_DATA=10 T_TRAIN=150
+  T_INSTALL=15 T_CORPUS=20 T_MEMREAD=100 T_BENCH=90 T_TESTS=120 T_DATA=10 T_TRAIN=150
 fi
 for part in INSTALL CORPUS MEMREAD BENCH TESTS DATA TRAIN; do
   var="GPU_CHECK_T_$part"
@@ -84,7 +84,8 @@ wanted() { case ",$PARTS_WANTED," in *",$1,"*) return 0 ;; *) return 1 ;; esac; 
 report() {  # the one JSON, from whatever the parts have left so far
   local copy=()
   if [ -n "${OUT:-}" ]; then copy=(--copy "$OUT/gpu_check.json"); else copy=(--copy "$RESULTS/gpu_check.json"); fi
-  "$PY" benchmarks/gpu_check_report.py --work "$WORK" --out "$REPORT" "${copy[@]}" >>"$WORK/report.log" 2>&1 \
+  "$PY" benchmarks/gpu_check_report.py --work "$WORK" --out "$REPORT" --device "$DEVICE" "${copy[@]}" \
+    >>"$WORK/report.log" 2>&1 \
     || echo "gpu_check: the report failed (see $WORK/report.log)" >&2
 }
 
@@ -131,10 +132,14 @@ skip_part() {  # skip_part NAME WHY
   echo "==== $1: skipped: $2" >>"$LOG_ALL"
 }
 
-"$PY" -c 'import json, sys, torch, platform
+# the device's name once (the report, run after every part, then need not import torch)
+DEVICE=$("$PY" -c 'import json, os, sys, torch, platform
+device = torch.cuda.get_device_name() if torch.cuda.is_available() else f"CPU ({os.cpu_count()} cores)"
 json.dump({"torch": torch.__version__, "cuda": torch.version.cuda, "python": platform.python_version(),
-           "node": platform.node(), "smoke": sys.argv[2] == "1", "parts": sys.argv[3]}, open(sys.argv[1], "w"))' \
-  "$WORK/meta.json" "$SMOKE" "$PARTS_WANTED"
+           "node": platform.node(), "smoke": sys.argv[2] == "1", "parts": sys.argv[3], "device": device},
+          open(sys.argv[1], "w"))
+print(device)' "$WORK/meta.json" "$SMOKE" "$PARTS_WANTED")
+echo "gpu_check: device $DEVICE"
 
 # ---- install: DeepSpeed beside the image's torch -------------------------------------------------------------
 SITE="$WORK/site"
@@ -225,8 +230,10 @@ else
   else  # one micro-batch per step (no accumulation): the step time is the micro-batch's
     TRAIN_ARGS=(--config configs/pretrain/base.yaml --train.micro_batch_size 128 --train.global_batch_size 128)
   fi
+  # a free port: another run on the machine may hold the launcher's default
+  PORT=${MASTER_PORT:-$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')}
   # stop_after_steps (not max_steps): base.yaml's schedule, and no checkpoint at the end
-  run_part train "$T_TRAIN" "$PY" -m deepspeed.launcher.runner --num_gpus 1 --master_port "${MASTER_PORT:-29533}" \
+  run_part train "$T_TRAIN" "$PY" -m deepspeed.launcher.runner --num_gpus 1 --master_port "$PORT" \
     trainer/pretrain.py "${TRAIN_ARGS[@]}" --data "$LARGE" --output_dir "$WORK/run" \
     --train.stop_after_steps "$TRAIN_STEPS" --train.log_every 1 --train.eval_every 0 --train.save_every 0 \
     --train.plot false --train.resume none
@@ -234,5 +241,5 @@ else
   report
 fi
 
-"$PY" benchmarks/gpu_check_report.py --work "$WORK" --out "$REPORT" --copy "$RESULTS/gpu_check.json"
+"$PY" benchmarks/gpu_check_report.py --work "$WORK" --out "$REPORT" --device "$DEVICE" --copy "$RESULTS/gpu_check.json"
 echo "gpu_check: wrote $REPORT and $RESULTS/gpu_check.json; whole logs in $LOG_ALL"

@@ -88,16 +88,24 @@ def _compiled_flex():
     return torch.compile(flex_attention, dynamic=False)
 
 
+@functools.lru_cache(maxsize=16)
+def _padding_mask(length: int, n_valid: int, device: torch.device):
+    """The score_mod that hides the last chunk's padding rows: one function object (and captured tensor) per
+    table shape, so that the compiled FlexAttention is not traced again at every call."""
+    valid = torch.tensor(n_valid, device=device)
+
+    def mask_padding(score, b, h, q_idx, kv_idx):
+        return torch.where(h * length + kv_idx < valid, score, -float("inf"))
+
+    return mask_padding
+
+
 def flex_attend(q: torch.Tensor, kv: torch.Tensor, n_valid: int) -> tuple[torch.Tensor, torch.Tensor]:
     """FlexAttention (compiled) over the chunks as heads: q [M, D] -> ([C, M, D] in q's dtype, [C, M] float32)."""
     c, length, d = kv.shape
     q4 = q[None, None].expand(1, c, q.shape[0], d).contiguous()  # a copy per head: no stride-0 input to the kernel
     kv4 = kv[None]
-    valid = torch.tensor(n_valid, device=q.device)
-
-    def mask_padding(score, b, h, q_idx, kv_idx):
-        return torch.where(h * length + kv_idx < valid, score, -float("inf"))
-
+    mask_padding = _padding_mask(length, n_valid, q.device)
     try:
         from torch.nn.attention.flex_attention import AuxRequest
     except ImportError:  # torch < 2.9: the older spelling

@@ -37,6 +37,13 @@ of the rows 2.4e-3 (2.8e-3); the bounds leave a margin of 3 or more. Structural 
 tile, a wrong rescale, a mask) are caught by the same kernels with ``products="fp32"`` (float32
 operands, ``input_precision="ieee"``, no tensor cores), which must match float64 to 1e-5.
 
+Compilation. The machine's Triton compiles at the first launch of each (D, dtypes, read) combination; the
+mention count M is not specialised (``UNSPECIALISED``), so varying counts reuse it. A tile that runs out of
+shared memory gives way to the next in ``TILES``; any other compile or launch error raises
+``KernelUnavailable``, on which ``EntitySoftmax`` falls back to the blocked path with a warning. Each
+compiled kernel's registers set how many programs an SM holds, and so how many row chunks the split-N
+kernels launch (``blocks_per_sm``).
+
 The float64 and the blocked torch path stay in ``trainer.entity_softmax``: they are exact. Under
 ``TRITON_INTERPRET=1`` the kernels run on CPU tensors through Triton's interpreter, which has no
 bfloat16 ``tl.dot``: there the bf16 operands are rounded to nearest in float32 (same values) and
@@ -254,8 +261,9 @@ def _backward_queries_kernel(q_ptr, gr_ptr, lse_ptr, shift_ptr, gt_ptr, target_p
 # (Triton's OutOfResources, shared memory) is dropped for the next. D=256 in bf16: a 64 x 256 tile is
 # 32 KiB. Compiled for sm_90 (Triton 3.9, no GPU needed), the first configs take 64-100 KiB of shared
 # memory with a bf16 table and 100-165 KiB with a float32 one (an H100 gives 227 KiB); all use wgmma.
-# Chosen for few register spills at that compile, NOT from timings: benchmarks/bench_entity_softmax.py
-# --sweep times the candidates on a GPU.
+# Chosen for few register spills at that compile, NOT from timings; every first choice still compiled to
+# 255 registers with 232-824 B of spill (results/entity_kernels_sm90.json). benchmarks/bench_memory_read.py
+# times each tile on a GPU with its registers and spills as the machine's Triton compiled them.
 TILES = {
     "forward": [(64, 64, 8, 2), (64, 64, 4, 1), (32, 32, 4, 1)],
     "rows": [(32, 64, 8, 2), (64, 64, 8, 1), (32, 32, 4, 1)],

@@ -23,7 +23,7 @@ import torch.multiprocessing as mp
 
 pytest.importorskip("triton")
 
-from trainer import entity_kernels  # noqa: E402
+from trainer import entity_kernels, entity_softmax  # noqa: E402
 from trainer.entity_softmax import (  # noqa: E402
     _backward_blocks,
     _forward_blocks,
@@ -98,6 +98,7 @@ def _kernel_run(q, table, targets, w_lse, w_read, w_score, with_read=True, **kw)
     lse, read, top1, score = blocked_entity_softmax(q, table, 64, targets, with_read, kernel="triton", **kw)
     loss = (w_lse * lse + w_score * score).sum() + ((w_read * read).sum() if with_read else 0.0)
     grad_q, grad_rows = torch.autograd.grad(loss, (q, table))
+    assert not entity_softmax._FAILED, f"the kernels fell back to the blocked path: {entity_softmax._FAILED}"
     return dict(lse=lse, read=read, top1=top1, score=score, grad_query=grad_q, grad_rows=grad_rows)
 
 
@@ -382,6 +383,19 @@ def test_gpu_kernel_at_a_realistic_shape(table_dtype, with_read):
     out = _kernel_run(*problem, with_read=with_read)
     ref = _dense_reference(*problem, with_read=with_read)
     _check_bf16(out, ref, with_read, q=problem[0], table=problem[1])
+
+
+@pytest.mark.gpu
+@needs_cuda
+def test_gpu_kernels_record_their_registers_and_size_the_grid_by_them():
+    """After a launch each kernel's compiled registers, spills and resident programs per SM are known (the
+    benchmark's sweep reports them), and the next launch sizes its row chunks by them."""
+    problem = _problem(768, 65536, 256, seed=9, device="cuda")
+    _kernel_run(*problem)
+    kinds = {key[0] for key in entity_kernels._compiled}
+    assert kinds == {"forward", "rows", "queries"}, kinds
+    for info in entity_kernels._compiled.values():
+        assert 0 < info["n_regs"] <= 255 and info["programs_per_sm"] >= 1
 
 
 @pytest.mark.gpu

@@ -15,14 +15,14 @@
 # finished corpus instead. Parts, in this order, each under its own time limit (seconds); one that fails or
 # runs out of time is recorded and the next one runs:
 #
-#   install  15   the wheels into a site folder (skipped when deepspeed imports)
-#   corpus   20   synthetic corpora: 5,000 entities for tests and data; 1M entities when train is asked for
-#   memread 100   benchmarks/bench_memory_read.py: one read, fwd+bwd, M=768 x N=1M x D=256: the Triton kernels
+#   install  10   the wheels into a site folder (skipped when deepspeed imports)
+#   corpus   15   synthetic corpora: 5,000 entities for tests and data; 1M entities when train is asked for
+#   memread 150   benchmarks/bench_memory_read.py: one read, fwd+bwd, M=768 x N=1M x D=256: the Triton kernels
 #                 (a tile sweep), FlexAttention over a chunked table, the float32 blocked path; errors against
 #                 float64; the decision between the kernels and FlexAttention (gpu_check_report.py)
-#   bench    90   benchmarks/bench_trainer.py at base geometry, batch 128 x 160, 1M entities, bf16, compiled:
+#   bench    85   benchmarks/bench_trainer.py at base geometry, batch 128 x 160, 1M entities, bf16, compiled:
 #                 EDMem/BART step ratio, MFU of both, EDMem's step peak memory; the LM loss dense vs chunked
-#   tests   120   pytest -m gpu -v over the test files that hold gpu tests (kernels, FlexAttention, a bf16 +
+#   tests    90   pytest -m gpu -v over the test files that hold gpu tests (kernels, FlexAttention, a bf16 +
 #                 compiled overfit run on the 5,000-entity corpus)
 #   data     10   benchmarks/bench_data.py on the 5,000-entity corpus: passages/s of the data path
 #   train   150   NOT by default (--parts ...,train): trainer/pretrain.py on base.yaml and the 1M corpus through
@@ -72,7 +72,7 @@ echo "gpu_check: work folder $WORK, results in $RESULTS"
 if [ "$SMOKE" = 1 ]; then
   T_INSTALL=60 T_CORPUS=120 T_MEMREAD=300 T_BENCH=400 T_TESTS=300 T_DATA=200 T_TRAIN=400
 else
-  T_INSTALL=15 T_CORPUS=20 T_MEMREAD=100 T_BENCH=90 T_TESTS=120 T_DATA=10 T_TRAIN=150
+  T_INSTALL=10 T_CORPUS=15 T_MEMREAD=150 T_BENCH=85 T_TESTS=90 T_DATA=10 T_TRAIN=150
 fi
 for part in INSTALL CORPUS MEMREAD BENCH TESTS DATA TRAIN; do
   var="GPU_CHECK_T_$part"
@@ -180,7 +180,7 @@ if [ "$SMOKE" = 1 ]; then
   MEMREAD_ARGS=(--mentions 24 --entities 300 --dim 32 --repeat 1 --chunks 128)
   MEMREAD_ENV=(env TRITON_INTERPRET=1)  # the sweep's code under Triton's interpreter
 else
-  MEMREAD_ARGS=(--mentions 768 --entities 1048576 --dim 256 --repeat 5 --budget_s $(( T_MEMREAD - 30 )))
+  MEMREAD_ARGS=(--mentions 768 --entities 1048576 --dim 256 --repeat 5 --budget_s $(( T_MEMREAD - 40 )))
   MEMREAD_ENV=()
 fi
 run_part memread "$T_MEMREAD" "${MEMREAD_ENV[@]}" "$PY" benchmarks/bench_memory_read.py "${MEMREAD_ARGS[@]}" \

@@ -20,7 +20,7 @@ missing leaves its figures null; the others are still reported.
 The memory-read decision (``memory_read_decision``): among the variants within the tolerances, the Triton
 kernels stay the CUDA path only if their best tile is at least KEEP_KERNELS_SPEEDUP (1.25x) faster than the
 best FlexAttention, forward + backward at M=768, N=1M, D=256; otherwise FlexAttention becomes it
-(trainer.entity_softmax.CUDA_DEFAULT follows this by hand).
+(trainer.entity_softmax.CUDA_DEFAULT follows this by hand, and only when ``complete``: both were measured).
 """
 from __future__ import annotations
 
@@ -156,13 +156,15 @@ def memory_read_decision(result: dict | None) -> dict:
            "best_triton": triton[0] if triton else None, "triton_ms": triton[1]["ms"] if triton else None,
            "best_flex": flex[0] if flex else None, "flex_ms": flex[1]["ms"] if flex else None,
            "blocked_fp32_ms": blocked.get("ms"), "kernels_speedup_over_flex": None}
+    out["complete"] = bool(triton and flex)  # only then may CUDA_DEFAULT change
     if triton and flex:
         out["kernels_speedup_over_flex"] = flex[1]["ms"] / triton[1]["ms"]
         out["cuda_path"] = "triton" if out["kernels_speedup_over_flex"] >= KEEP_KERNELS_SPEEDUP else "flex"
         out["why"] = f"kernels {out['kernels_speedup_over_flex']:.2f}x FlexAttention's speed"
     elif triton or flex:
         out["cuda_path"] = "triton" if triton else "flex"
-        out["why"] = f"only {out['cuda_path']} ran within the tolerances"
+        out["why"] = (f"only {out['cuda_path']} ran within the tolerances: not a comparison (rerun --parts memread "
+                      "with a longer GPU_CHECK_T_MEMREAD before changing CUDA_DEFAULT)")
     else:
         out["cuda_path"] = None
         out["why"] = "undecided: neither the kernels nor FlexAttention ran within the tolerances"

@@ -109,7 +109,7 @@ def test_memory_read_decision_keeps_the_kernels_only_at_1_25x():
 
     base = dict(blocked_fp32=_variant(60.0))
     won = decide(**base, triton_tile0=_variant(10.0), triton_tile1=_variant(8.0), flex_chunk8192=_variant(10.0))
-    assert won["cuda_path"] == "triton" and won["best_triton"] == "triton_tile1"
+    assert won["cuda_path"] == "triton" and won["best_triton"] == "triton_tile1" and won["complete"]
     assert won["kernels_speedup_over_flex"] == 1.25 and won["blocked_fp32_ms"] == 60.0
     lost = decide(**base, triton_tile0=_variant(10.0), flex_chunk8192=_variant(12.0))
     assert lost["cuda_path"] == "flex" and abs(lost["kernels_speedup_over_flex"] - 1.2) < 1e-12
@@ -117,7 +117,8 @@ def test_memory_read_decision_keeps_the_kernels_only_at_1_25x():
     wrong = decide(triton_tile0=_variant(1.0, ok=False), flex_chunk8192=_variant(12.0),
                    triton_tile1=_variant(1.0, status="fell back"))
     assert wrong["cuda_path"] == "flex" and wrong["kernels_speedup_over_flex"] is None
-    assert decide(triton_tile0=_variant(5.0))["cuda_path"] == "triton"
+    alone = decide(triton_tile0=_variant(5.0))
+    assert alone["cuda_path"] == "triton" and not alone["complete"]
     assert decide(blocked_fp32=_variant(60.0))["cuda_path"] is None
 
 

@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from trainer import entity_softmax as es  # noqa: E402
 
 # products per read (fwd + bwd), in M x N x D multiply-adds: what each path does as written
-PRODUCTS = {"triton": 9, "flex": 10, "blocked_fp32": 7}
+PRODUCTS = {"triton": 9, "flex": 10, "blocked_fp32": 7, "flex_attention_only": 7}
 TOLERANCE = {"lse": 5e-4, "read": 1e-2, "grad_query": 1e-2, "grad_rows": 1e-2}  # trainer/entity_kernels.py
 
 
@@ -176,6 +176,25 @@ def main(argv: list[str] | None = None) -> dict:
                                                      device)
             variants[f"flex_chunk{chunk}"]["chunk_rows"] = chunk
             save()
+        # FlexAttention alone, forward + backward over the chunks (7 products): what a flex path that kept its
+        # forward's graph and found the argmax elsewhere could approach. Not a candidate: a lower bound.
+        try:
+            chunk = entity_flex.CHUNK_ROWS
+            kv = entity_flex.chunk_rows(table, torch.bfloat16, chunk).requires_grad_()
+            qp = entity_flex._pad_queries(q, torch.bfloat16, entity_flex.QUERY_PAD).requires_grad_()
+
+            def attention_only():
+                read_c, lse_c = entity_flex.flex_attend(qp, kv, n)
+                torch.autograd.grad((read_c, lse_c), (qp, kv), (torch.ones_like(read_c), torch.ones_like(lse_c)))
+
+            attention_only()
+            _sync(device)
+            times = timed(attention_only, a.repeat, device)
+            variants["flex_attention_only"] = {"status": "ok", "ms": statistics.median(times), "times_ms": times,
+                                               "note": "lower bound, not a candidate", "chunk_rows": chunk}
+        except Exception as exc:  # noqa: BLE001
+            variants["flex_attention_only"] = {"status": "failed", "why": f"{type(exc).__name__}: {exc}"[:2000]}
+        save()
         for i in range(1, sweep):
             if time.perf_counter() - t_start > a.budget_s:
                 result["sweep_stopped"] = f"budget of {a.budget_s} s spent before tile {i}"

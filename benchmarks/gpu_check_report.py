@@ -149,13 +149,15 @@ def _best(variants: dict, prefix: str) -> tuple[str, dict] | None:
 def memory_read_decision(result: dict | None) -> dict:
     """The CUDA path of the memory read from benchmarks/bench_memory_read.py's JSON (module docstring)."""
     variants = (result or {}).get("variants", {})
-    triton, flex = _best(variants, "triton"), _best(variants, "flex")
+    triton, flex = _best(variants, "triton"), _best(variants, "flex_chunk")
     blocked = variants.get("blocked_fp32", {})
     out = {"rule": f"triton if its best tile is >= {KEEP_KERNELS_SPEEDUP}x faster than flex (both within the "
                    "tolerances), else flex",
            "best_triton": triton[0] if triton else None, "triton_ms": triton[1]["ms"] if triton else None,
            "best_flex": flex[0] if flex else None, "flex_ms": flex[1]["ms"] if flex else None,
-           "blocked_fp32_ms": blocked.get("ms"), "kernels_speedup_over_flex": None}
+           "blocked_fp32_ms": blocked.get("ms"), "kernels_speedup_over_flex": None,
+           # FlexAttention's own forward + backward alone: a lower bound for a leaner flex path, not a candidate
+           "flex_attention_only_ms": variants.get("flex_attention_only", {}).get("ms")}
     out["complete"] = bool(triton and flex)  # only then may CUDA_DEFAULT change
     if triton and flex:
         out["kernels_speedup_over_flex"] = flex[1]["ms"] / triton[1]["ms"]

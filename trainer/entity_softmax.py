@@ -40,7 +40,7 @@ rank's local top-k of every query, all-gathers the candidates' scores and ids, m
 them (identically on every rank) and reduce-scatters the weighted sums of the own rows.
 With no group every collective is skipped: one rank, the whole table.
 
-Two backends run the local pass over a rank's own rows (the collectives above are shared):
+Three backends run the local pass over a rank's own rows (the collectives above are shared):
 
 - ``blocked`` (``_forward_blocks`` / ``_backward_blocks``): torch matrix products over blocks of
   ``block_size`` rows, in float32 (float64 when the inputs are) whatever the parameter dtype;
@@ -49,9 +49,13 @@ Two backends run the local pass over a rank's own rows (the collectives above ar
   float32 accumulation and a float32 softmax; within the relative tolerances listed there
   (lse 5e-4, read and gradients 1e-2 against float64). CUDA only (or Triton's interpreter on CPU,
   for tests), float32/bfloat16 inputs, entity_dim <= 256.
+- ``flex`` (``trainer.entity_flex``): torch's FlexAttention over the table cut into chunks (heads),
+  the same precision and tolerances. CUDA only.
 
-``kernel="auto"`` (the default) takes ``triton`` for CUDA tensors when Triton imports and the
-inputs qualify, else ``blocked``.
+``kernel="auto"`` (the default) takes ``CUDA_DEFAULT`` for CUDA tensors when it can run (the backend
+benchmarks/gpu_check.sh measured faster; the kernels until measured), else ``blocked``. A fast backend
+that raises ``KernelUnavailable`` (it cannot compile on this machine) is replaced by ``blocked`` with a
+warning, for the rest of the process.
 """
 from __future__ import annotations
 

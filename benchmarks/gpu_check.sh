@@ -17,14 +17,14 @@
 #
 #   install  10   the wheels into a site folder (skipped when deepspeed imports)
 #   corpus   15   synthetic corpora: 5,000 entities for tests and data; 1M entities when train is asked for
-#   memread 150   benchmarks/bench_memory_read.py: one read, fwd+bwd, M=768 x N=1M x D=256: the Triton kernels
+#   memread 140   benchmarks/bench_memory_read.py: one read, fwd+bwd, M=768 x N=1M x D=256: the Triton kernels
 #                 (a tile sweep), FlexAttention over a chunked table, the float32 blocked path; errors against
 #                 float64; the decision between the kernels and FlexAttention (gpu_check_report.py)
-#   bench    85   benchmarks/bench_trainer.py at base geometry, batch 128 x 160, 1M entities, bf16, compiled:
+#   bench    80   benchmarks/bench_trainer.py at base geometry, batch 128 x 160, 1M entities, bf16, compiled:
 #                 EDMem/BART step ratio, MFU of both, EDMem's step peak memory; the LM loss dense vs chunked
-#   tests    90   pytest -m gpu -v over the test files that hold gpu tests (kernels, FlexAttention, a bf16 +
+#   tests    85   pytest -m gpu -v over the test files that hold gpu tests (kernels, FlexAttention, a bf16 +
 #                 compiled overfit run on the 5,000-entity corpus)
-#   data     10   benchmarks/bench_data.py on the 5,000-entity corpus: passages/s of the data path
+#   data     25   benchmarks/bench_data.py on the 5,000-entity corpus: passages/s of the data path
 #   train   150   NOT by default (--parts ...,train): trainer/pretrain.py on base.yaml and the 1M corpus through
 #                 the deepspeed launcher, TRAIN_STEPS (default 6) steps of one micro-batch each
 #
@@ -72,7 +72,7 @@ echo "gpu_check: work folder $WORK, results in $RESULTS"
 if [ "$SMOKE" = 1 ]; then
   T_INSTALL=60 T_CORPUS=120 T_MEMREAD=300 T_BENCH=400 T_TESTS=300 T_DATA=200 T_TRAIN=400
 else
-  T_INSTALL=10 T_CORPUS=15 T_MEMREAD=150 T_BENCH=85 T_TESTS=90 T_DATA=10 T_TRAIN=150
+  T_INSTALL=10 T_CORPUS=15 T_MEMREAD=140 T_BENCH=80 T_TESTS=85 T_DATA=25 T_TRAIN=150
 fi
 for part in INSTALL CORPUS MEMREAD BENCH TESTS DATA TRAIN; do
   var="GPU_CHECK_T_$part"
@@ -106,7 +106,7 @@ run_part() {
   fi
   echo "gpu_check: $name (limit ${limit}s)"
   start=$(date +%s)
-  timeout --kill-after=5 "$limit" "$@" >"$log" 2>&1
+  timeout --kill-after=2 "$limit" "$@" >"$log" 2>&1
   rc=$?
   case $rc in
     0) status=ok ;;
@@ -213,7 +213,7 @@ fi
 if ! have_corpus "$SMALL"; then
   skip_part data "no corpus (part corpus did not finish)"
 else
-  if [ "$SMOKE" = 1 ]; then DATA_ARGS=(--batches 3 --repeat 1 --micro_batch 4); else DATA_ARGS=(--batches 20 --repeat 3 --micro_batch 128); fi
+  if [ "$SMOKE" = 1 ]; then DATA_ARGS=(--batches 3 --repeat 1 --micro_batch 4); else DATA_ARGS=(--batches 4 --repeat 1 --micro_batch 128); fi
   run_part data "$T_DATA" "$PY" benchmarks/bench_data.py --corpus "$SMALL" "${DATA_ARGS[@]}" --json "$WORK/data.json"
 fi
 

@@ -214,6 +214,7 @@ def test_every_part_runs_at_cpu_size(tmp_path):
     assert report["memory_read"]["variants"]["blocked_fp32"]["status"] == "ok"
     assert report["memory_read"]["variants"]["triton_tile0"]["status"] == "ok"  # under the interpreter
     assert report["memory_read"]["variants"]["flex_chunk128"]["status"] == "failed"  # no CUDA
-    assert report["edmem_over_bart"] > 0 and report["mfu_source"] in ("train", "bench")
+    assert report["edmem_over_bart"] > 0 and report["tokens_per_s"] > 0
+    assert report["mfu"] is None and report["mfu_source"] is None  # no MFU on CPU: no peak rate to divide by
     assert report["train"]["logged_steps"] == [1, 2] and report["passages_per_s"] > 0
     assert all(f"==== {name}:" in log for name in report["parts"])

@@ -170,7 +170,7 @@ def test_gpu_flex_at_a_realistic_shape(table_dtype, with_read):
     lse, read, top1, score = blocked_entity_softmax(qq, tt, 8192, targets, with_read, kernel="flex")
     loss = (w_lse * lse + w_score * score).sum() + ((w_read * read).sum() if with_read else 0.0)
     grad_q, grad_rows = torch.autograd.grad(loss, (qq, tt))
-    assert not entity_softmax._FAILED, f"FlexAttention fell back to the blocked path: {entity_softmax._FAILED}"
+    assert "flex" not in entity_softmax._FAILED, f"FlexAttention fell back to the blocked path: {entity_softmax._FAILED}"
     out = dict(lse=lse, read=read, top1=top1, score=score, grad_query=grad_q, grad_rows=grad_rows)
     ref = _dense_reference(*problem, with_read=with_read)
     _check_bf16(out, ref, with_read, q=q, table=table)

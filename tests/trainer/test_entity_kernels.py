@@ -98,7 +98,7 @@ def _kernel_run(q, table, targets, w_lse, w_read, w_score, with_read=True, **kw)
     lse, read, top1, score = blocked_entity_softmax(q, table, 64, targets, with_read, kernel="triton", **kw)
     loss = (w_lse * lse + w_score * score).sum() + ((w_read * read).sum() if with_read else 0.0)
     grad_q, grad_rows = torch.autograd.grad(loss, (q, table))
-    assert not entity_softmax._FAILED, f"the kernels fell back to the blocked path: {entity_softmax._FAILED}"
+    assert "triton" not in entity_softmax._FAILED, f"the kernels fell back to the blocked path: {entity_softmax._FAILED}"
     return dict(lse=lse, read=read, top1=top1, score=score, grad_query=grad_q, grad_rows=grad_rows)
 
 

@@ -284,7 +284,7 @@ def worker_timing(variants: list[str], preset: str, n_entities: int, rounds: int
         if compiled:
             v.step()
     wall = {name: [] for name in variants}
-    step_peak = {}
+    step_peak, step_peak_whole = {}, {}
     cpu = {name: [] for name in variants}
     for r in range(rounds):
         order = variants[r % len(variants):] + variants[:r % len(variants)]
@@ -300,6 +300,7 @@ def worker_timing(variants: list[str], preset: str, n_entities: int, rounds: int
             cpu[name].append(time.process_time() - c)
             if torch.cuda.is_available():  # what the step adds above all variants' weights and states
                 step_peak[name] = max(step_peak.get(name, 0), torch.cuda.max_memory_allocated() - resident)
+                step_peak_whole[name] = max(step_peak_whole.get(name, 0), torch.cuda.max_memory_allocated())
     out = {"threads": torch.get_num_threads(), "rounds": rounds, "variants": {}}
     peak = peak_flops(peak_tflops)
     for name in variants:
@@ -310,6 +311,7 @@ def worker_timing(variants: list[str], preset: str, n_entities: int, rounds: int
             res["mfu"] = built[name].flops / res["step_s"] / peak
         if name in step_peak:
             res["step_peak_above_resident_bytes"] = step_peak[name]
+            res["step_peak_bytes"] = step_peak_whole[name]
         if name != "bart" and "bart" in built:
             # per-round ratios: both steps of a round ran under about the same load
             res["step_time_ratio"] = statistics.median(a / b for a, b in zip(wall[name], wall["bart"]))
@@ -573,6 +575,8 @@ def main() -> None:
         model["flops"] = {"this_geometry": {**geometry, **matmul_flops(**geometry)},
                           "paper_geometry": {**PAPER, **matmul_flops(**PAPER)}}
         result["model"] = model
+        if a.out:  # after each section: a time limit that stops a later one keeps this one
+            Path(a.out).write_text(json.dumps(result, indent=2))
     if "el" not in a.skip:
         el = {v: _spawn(["el", v, str(a.el_entities), str(el_mentions), str(a.entity_dim), str(a.block),
                          str(a.repeats)]) for v in ("dense", "blocked")}
@@ -583,6 +587,8 @@ def main() -> None:
                              "peak_memory_ratio_without_table_grad": el["dense"]["peak_bytes_without_table_grad"] /
                              max(el["blocked"]["peak_bytes_without_table_grad"], 1),
                              "time_ratio_blocked_over_dense": el["blocked"]["time_s"] / el["dense"]["time_s"]}
+        if a.out:
+            Path(a.out).write_text(json.dumps(result, indent=2))
     if "lm" not in a.skip:
         lm_tokens = a.lm_tokens or (20480 if gpu else 4096)
         d_model = PRESETS[a.preset]["d_model"]

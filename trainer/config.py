@@ -52,8 +52,10 @@ class ModelConfig:
                                 "over blocks of entity_block_size rows, float32 whatever the parameter dtype; exact to "
                                 "1e-5), 'triton' (fused Triton kernels on tensor cores: bf16 products, float32 "
                                 "accumulation and softmax; tested within 5e-4 of float64 in the lse and 1e-2 in the "
-                                "read and the gradients, relative; CUDA only, entity_dim <= 256), or 'auto': triton on "
-                                "a GPU when triton imports, else blocked")
+                                "read and the gradients, relative; CUDA only, entity_dim <= 256), 'flex' (torch's "
+                                "FlexAttention over the table in chunks, same precision and tolerances, CUDA only), "
+                                "or 'auto': on a GPU the backend benchmarks/gpu_check.sh measured faster "
+                                "(trainer.entity_softmax.CUDA_DEFAULT), else blocked")
     init_from: str | None = option(None, "optional local Hugging Face BART checkpoint to initialise the transformer from")
     memory: str = option("entity", "'entity': EDMem (the entity memory read in both stacks, the linking head, the EL "
                                    "loss); 'none': the same BART encoder-decoder with no memory reads, no EL loss and "
@@ -200,8 +202,8 @@ def validate(cfg: Config) -> None:
         raise SystemExit(f"model.memory must be one of {', '.join(MEMORY_KINDS)}, got {cfg.model.memory!r}")
     if cfg.model.memory_partition not in ("auto", "rows", "replicated"):
         raise SystemExit(f"model.memory_partition must be auto, rows or replicated, got {cfg.model.memory_partition!r}")
-    if cfg.model.memory_kernel not in ("auto", "triton", "blocked"):
-        raise SystemExit(f"model.memory_kernel must be auto, triton or blocked, got {cfg.model.memory_kernel!r}")
+    if cfg.model.memory_kernel not in ("auto", "triton", "flex", "blocked"):
+        raise SystemExit(f"model.memory_kernel must be auto, triton, flex or blocked, got {cfg.model.memory_kernel!r}")
     from trainer.metrics import report_sinks
 
     report_sinks(cfg.train.report_to)  # an unknown sink, or wandb asked for and not installed, fails here

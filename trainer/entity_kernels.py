@@ -37,6 +37,13 @@ of the rows 2.4e-3 (2.8e-3); the bounds leave a margin of 3 or more. Structural 
 tile, a wrong rescale, a mask) are caught by the same kernels with ``products="fp32"`` (float32
 operands, ``input_precision="ieee"``, no tensor cores), which must match float64 to 1e-5.
 
+Compilation. The machine's Triton compiles at the first launch of each (D, dtypes, read) combination; the
+mention count M is not specialised (``UNSPECIALISED``), so varying counts reuse it. A tile that runs out of
+shared memory gives way to the next in ``TILES``; any other compile or launch error raises
+``KernelUnavailable``, on which ``EntitySoftmax`` falls back to the blocked path with a warning. Each
+compiled kernel's registers set how many programs an SM holds, and so how many row chunks the split-N
+kernels launch (``blocks_per_sm``).
+
 The float64 and the blocked torch path stay in ``trainer.entity_softmax``: they are exact. Under
 ``TRITON_INTERPRET=1`` the kernels run on CPU tensors through Triton's interpreter, which has no
 bfloat16 ``tl.dot``: there the bf16 operands are rounded to nearest in float32 (same values) and
@@ -52,8 +59,13 @@ import torch
 import triton
 import triton.language as tl
 
+from trainer.entity_softmax import KernelUnavailable
+
 INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"  # Triton decides at decoration time, so do we
 MAX_DIM = 256  # the row width a program holds in full (registers / shared memory sized for it)
+# The mention count changes every step: Triton would specialise it on divisibility by 16 (and == 1) and
+# compile every kernel twice or thrice; the masks already handle any M.
+UNSPECIALISED = ["M"]
 
 
 def unsupported_reason(query: torch.Tensor, rows: torch.Tensor) -> str | None:
@@ -104,7 +116,7 @@ def _dot(a, b, acc, BF16: tl.constexpr, EMULATE: tl.constexpr):
     return out
 
 
-@triton.jit
+@triton.jit(do_not_specialize=UNSPECIALISED)
 def _forward_kernel(q_ptr, e_ptr, max_ptr, sum_ptr, read_ptr, top_ptr,
                     M, N, stride_q, stride_e, row_start, rows_per_chunk, D: tl.constexpr,
                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
@@ -152,7 +164,7 @@ def _forward_kernel(q_ptr, e_ptr, max_ptr, sum_ptr, read_ptr, top_ptr,
                  mask=m_ok[:, None] & d_ok[None, :])
 
 
-@triton.jit
+@triton.jit(do_not_specialize=UNSPECIALISED)
 def _backward_rows_kernel(q_ptr, gr_ptr, lse_ptr, shift_ptr, gt_ptr, target_ptr, e_ptr, grad_e_ptr,
                           M, N, stride_q, stride_e, stride_ge, D: tl.constexpr,
                           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
@@ -199,7 +211,7 @@ def _backward_rows_kernel(q_ptr, gr_ptr, lse_ptr, shift_ptr, gt_ptr, target_ptr,
     tl.store(out, grad_e, mask=nd_mask)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=UNSPECIALISED)
 def _backward_queries_kernel(q_ptr, gr_ptr, lse_ptr, shift_ptr, gt_ptr, target_ptr, e_ptr, grad_q_ptr,
                              M, N, stride_q, stride_e, rows_per_chunk, D: tl.constexpr,
                              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
@@ -249,31 +261,60 @@ def _backward_queries_kernel(q_ptr, gr_ptr, lse_ptr, shift_ptr, gt_ptr, target_p
 # (Triton's OutOfResources, shared memory) is dropped for the next. D=256 in bf16: a 64 x 256 tile is
 # 32 KiB. Compiled for sm_90 (Triton 3.9, no GPU needed), the first configs take 64-100 KiB of shared
 # memory with a bf16 table and 100-165 KiB with a float32 one (an H100 gives 227 KiB); all use wgmma.
-# Chosen for few register spills at that compile, NOT from timings: benchmarks/bench_entity_softmax.py
-# --sweep times the candidates on a GPU.
+# Chosen for few register spills at that compile, NOT from timings; every first choice still compiled to
+# 255 registers with 232-824 B of spill (results/entity_kernels_sm90.json). benchmarks/bench_memory_read.py
+# times each tile on a GPU with its registers and spills as the machine's Triton compiled them.
 TILES = {
     "forward": [(64, 64, 8, 2), (64, 64, 4, 1), (32, 32, 4, 1)],
     "rows": [(32, 64, 8, 2), (64, 64, 8, 1), (32, 32, 4, 1)],
     "queries": [(64, 64, 8, 2), (64, 64, 4, 1), (32, 32, 4, 1)],
 }
 INTERPRET_TILES = (32, 64, 1, 1)  # small tiles: ragged edges in small tests, few interpreted steps
-PROGRAMS_PER_SM = 4  # split-N kernels: enough programs to fill the GPU, few partials to merge
+# Split-N kernels launch about (resident programs per SM) x SMs programs: one full wave, few partials to
+# merge. How many programs an SM holds follows from the compiled kernel's registers (``blocks_per_sm``):
+# at 255 registers an 8-warp program fills an SM's 64K registers alone. Until a kernel has been compiled
+# (its first launch) ONE per SM is assumed, what the sm_90 compile of every first-choice tile showed.
+DEFAULT_PROGRAMS_PER_SM = 1
 _working: dict[tuple, int] = {}  # (kernel, D, dtypes) -> index of the first config that compiled
+_resident: dict[tuple, int] = {}  # (kernel, D, dtypes, tile) -> programs per SM, from the compiled kernel
+_compiled: dict[tuple, dict] = {}  # the same key -> registers, spills, shared memory as compiled (benchmarks)
+
+
+def blocks_per_sm(n_regs: int, num_warps: int, shared_bytes: int = 0, *, regs_per_sm: int = 65536,
+                  shared_per_sm: int = 228 * 1024, max_warps: int = 64) -> int:
+    """Programs of a compiled kernel one SM holds at once (Hopper's limits by default): registers are
+    allocated per warp in units of 256, shared memory per program, and an SM runs at most 64 warps."""
+    regs_per_warp = -(-max(n_regs, 1) * 32 // 256) * 256
+    by_regs = regs_per_sm // (regs_per_warp * num_warps)
+    by_shared = shared_per_sm // shared_bytes if shared_bytes else max_warps
+    return max(1, min(by_regs, by_shared, max_warps // num_warps))
+
+
+def _note_resident(kind: str, key: tuple, tile: tuple, compiled) -> None:
+    n_regs = getattr(compiled, "n_regs", None)  # None under the interpreter
+    if isinstance(n_regs, int) and n_regs > 0:
+        shared = getattr(getattr(compiled, "metadata", None), "shared", 0) or 0
+        _resident[(kind,) + key + tuple(tile)] = blocks_per_sm(n_regs, tile[2], shared)
+        _compiled[(kind,) + key + tuple(tile)] = {"n_regs": n_regs, "n_spills": getattr(compiled, "n_spills", None),
+                                                  "shared_bytes": shared,
+                                                  "programs_per_sm": _resident[(kind,) + key + tuple(tile)]}
 
 
 def _block_d(d: int) -> int:
     return max(16, triton.next_power_of_2(d))
 
 
-def _target_programs(device: torch.device) -> int:
+def _target_programs(device: torch.device, resident_key: tuple = ()) -> int:
     if device.type != "cuda":
         return 16  # the interpreter: a few chunks, so that the merge of partials is exercised
-    return PROGRAMS_PER_SM * torch.cuda.get_device_properties(device).multi_processor_count
+    per_sm = _resident.get(resident_key, DEFAULT_PROGRAMS_PER_SM)
+    return per_sm * torch.cuda.get_device_properties(device).multi_processor_count
 
 
-def _rows_per_chunk(n: int, m_tiles: int, block_n: int, device: torch.device) -> tuple[int, int]:
+def _rows_per_chunk(n: int, m_tiles: int, block_n: int, device: torch.device,
+                    resident_key: tuple = ()) -> tuple[int, int]:
     """Split N into chunks (multiples of block_n) so that m_tiles x chunks ~ the target program count."""
-    chunks = max(1, min(triton.cdiv(n, block_n), _target_programs(device) // max(m_tiles, 1)))
+    chunks = max(1, min(triton.cdiv(n, block_n), _target_programs(device, resident_key) // max(m_tiles, 1)))
     rows = triton.cdiv(triton.cdiv(n, chunks), block_n) * block_n
     return rows, triton.cdiv(n, rows)
 
@@ -294,21 +335,32 @@ def _launch_here(kind: str, key: tuple, launch, tiles):
         return launch(*INTERPRET_TILES)
     configs = TILES[kind]
     start = _working.get((kind,) + key, 0)
+    failures = []
     for i in range(start, len(configs)):
         try:
             out = launch(*configs[i])
-        except triton.runtime.errors.OutOfResources:
+        except triton.runtime.errors.OutOfResources as exc:  # this tile does not fit: the next, smaller one may
+            failures.append(f"{configs[i]}: {exc}")
             continue
+        except torch.OutOfMemoryError:
+            raise  # the partials did not fit in device memory: not the kernel's fault, no fallback hides it
+        except Exception as exc:  # noqa: BLE001 - any compile error of the machine's Triton/ptxas
+            raise KernelUnavailable(f"the {kind} kernel failed to compile or launch with tiles {configs[i]} "
+                                    f"for {key}: {type(exc).__name__}: {exc}") from exc
         _working[(kind,) + key] = i
         return out
-    raise RuntimeError(f"no {kind} tile config fits this GPU for {key}: {configs}")
+    raise KernelUnavailable(f"no {kind} tile config fits this GPU for {key}: {'; '.join(failures)}")
 
 
-def _kernel_input(x: torch.Tensor) -> torch.Tensor:
-    """Queries and upstream gradients as the kernels read them: bf16 on a GPU (half the bytes; the
-    products round them anyway), float32 under the interpreter; contiguous rows."""
-    x = x.contiguous()
-    return x.to(torch.bfloat16) if (x.is_cuda and not INTERPRET) else x.float()
+def _input_dtype(device: torch.device, bf16: bool) -> torch.dtype:
+    """The dtype the kernels read queries and upstream gradients in: bf16 on a GPU when the products are bf16
+    (half the bytes; the products round them anyway), float32 for float32 products and under the interpreter."""
+    return torch.bfloat16 if (bf16 and device.type == "cuda" and not INTERPRET) else torch.float32
+
+
+def _kernel_input(x: torch.Tensor, bf16: bool) -> torch.Tensor:
+    """Queries and upstream gradients as the kernels read them (``_input_dtype``), contiguous rows."""
+    return x.contiguous().to(_input_dtype(x.device, bf16))
 
 
 def _table(rows: torch.Tensor) -> torch.Tensor:
@@ -334,28 +386,32 @@ def forward_blocks(q_all: torch.Tensor, rows: torch.Tensor, row_start: int, bloc
     if n == 0 or m == 0:  # a rank without rows: the torch path's neutral values
         return (torch.full((m,), float("-inf"), device=dev), torch.zeros(m, device=dev),
                 torch.zeros(m, d if with_read else 0, device=dev), torch.zeros(m, dtype=torch.long, device=dev))
-    q, e = _kernel_input(q_all), _table(rows)
     bf16 = _products(products)
+    q, e = _kernel_input(q_all, bf16), _table(rows)
+    key = (d, q.dtype, e.dtype, with_read, bf16)
 
     def launch(block_m, block_n, num_warps, num_stages):
         m_tiles = triton.cdiv(m, block_m)
-        rows_per_chunk, chunks = _rows_per_chunk(n, m_tiles, block_n, dev)
+        tile = (block_m, block_n, num_warps, num_stages)
+        rows_per_chunk, chunks = _rows_per_chunk(n, m_tiles, block_n, dev, ("forward",) + key + tile)
         part_max = torch.empty(chunks, m, device=dev)
         part_sum = torch.empty(chunks, m, device=dev)
         part_top = torch.empty(chunks, m, dtype=torch.long, device=dev)
         part_read = torch.empty(chunks, m, d, device=dev) if with_read else part_sum  # unused without the read
-        _forward_kernel[(m_tiles, chunks)](
+        compiled = _forward_kernel[(m_tiles, chunks)](
             q, e, part_max, part_sum, part_read, part_top, m, n, q.stride(0), e.stride(0), row_start,
             rows_per_chunk, D=d, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=_block_d(d), WITH_READ=with_read,
             BF16=bf16, EMULATE=INTERPRET, num_warps=num_warps, num_stages=num_stages)
+        _note_resident("forward", key, tile, compiled)
         return part_max, part_sum, part_read, part_top
 
-    key = (d, q.dtype, e.dtype, with_read, bf16)
     part_max, part_sum, part_read, part_top = _launch("forward", key, launch, tiles, dev)
-    running_max = part_max.max(dim=0).values
-    rescale = torch.exp(part_max - running_max)  # [chunks, M]
-    running_sum = (part_sum * rescale).sum(dim=0)
-    running_read = torch.einsum("cm,cmd->md", rescale, part_read) if with_read else torch.zeros(m, 0, device=dev)
+    with torch.autocast(dev.type, enabled=False):  # float32: under autocast the einsum's bmm would run in bf16
+        running_max = part_max.max(dim=0).values
+        rescale = torch.exp(part_max - running_max)  # [chunks, M]
+        running_sum = (part_sum * rescale).sum(dim=0)
+        running_read = (torch.einsum("cm,cmd->md", rescale, part_read) if with_read
+                        else torch.zeros(m, 0, device=dev))
     top1 = torch.where(part_max == running_max, part_top, torch.iinfo(torch.long).max).min(dim=0).values
     return running_max, running_sum, running_read, top1
 
@@ -370,36 +426,44 @@ def backward_blocks(q_all, rows, lse_all, g_l, g_t, local_targets, g_r, g_r_dot_
         return
     with_read = g_r is not None
     bf16 = _products(products)
-    q, e = _kernel_input(q_all), _table(rows)
-    gr = _kernel_input(g_r) if with_read else q
+    q, e = _kernel_input(q_all, bf16), _table(rows)
+    gr = _kernel_input(g_r, bf16) if with_read else q
     shift = ((g_l - g_r_dot_read) if with_read else g_l).float().contiguous()
     lse, g_t = lse_all.float().contiguous(), g_t.float().contiguous()
     # a target outside this rank's rows matches no column
     target = torch.where((local_targets >= 0) & (local_targets < n), local_targets, -1).to(torch.int32)
     key = (d, q.dtype, e.dtype, with_read, bf16)
+
+    def launch_queries(block_m, block_n, num_warps, num_stages):
+        m_tiles = triton.cdiv(m, block_m)
+        tile = (block_m, block_n, num_warps, num_stages)
+        rows_per_chunk, chunks = _rows_per_chunk(n, m_tiles, block_n, q.device, ("queries",) + key + tile)
+        part = torch.empty(chunks, m, d, device=q.device)
+        compiled = _backward_queries_kernel[(m_tiles, chunks)](
+            q, gr, lse, shift, g_t, target, e, part, m, n, q.stride(0), e.stride(0), rows_per_chunk, D=d,
+            BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=_block_d(d), WITH_READ=with_read, BF16=bf16,
+            EMULATE=INTERPRET, num_warps=num_warps, num_stages=num_stages)
+        _note_resident("queries", key, tile, compiled)
+        return part
+
+    # The queries' partials first, the rows kernel next, grad_q last: a kernel that fails to compile has
+    # written nothing, so the blocked fallback (EntitySoftmax) starts from untouched gradients.
+    query_parts = _launch("queries", key, launch_queries, tiles, q.device)
     if grad_rows is not None:
         if grad_rows.dtype != torch.float32 or grad_rows.stride(1) != 1:
             raise ValueError("grad_rows must be a float32 tensor with contiguous rows")
 
         def launch_rows(block_m, block_n, num_warps, num_stages):
-            _backward_rows_kernel[(triton.cdiv(n, block_n),)](
+            compiled = _backward_rows_kernel[(triton.cdiv(n, block_n),)](
                 q, gr, lse, shift, g_t, target, e, grad_rows, m, n, q.stride(0), e.stride(0),
                 grad_rows.stride(0), D=d, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=_block_d(d), WITH_READ=with_read,
                 ACCUMULATE=accumulate, BF16=bf16, EMULATE=INTERPRET, num_warps=num_warps, num_stages=num_stages)
+            _note_resident("rows", key, (block_m, block_n, num_warps, num_stages), compiled)
 
         _launch("rows", key, launch_rows, tiles, q.device)
 
-    def launch_queries(block_m, block_n, num_warps, num_stages):
-        m_tiles = triton.cdiv(m, block_m)
-        rows_per_chunk, chunks = _rows_per_chunk(n, m_tiles, block_n, q.device)
-        part = torch.empty(chunks, m, d, device=q.device)
-        _backward_queries_kernel[(m_tiles, chunks)](
-            q, gr, lse, shift, g_t, target, e, part, m, n, q.stride(0), e.stride(0), rows_per_chunk, D=d,
-            BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=_block_d(d), WITH_READ=with_read, BF16=bf16,
-            EMULATE=INTERPRET, num_warps=num_warps, num_stages=num_stages)
-        return part
-
-    grad_q.add_(_launch("queries", key, launch_queries, tiles, q.device).sum(dim=0))
+    with torch.autocast(q.device.type, enabled=False):
+        grad_q.add_(query_parts.sum(dim=0))
 
 
 def _products(products: str) -> bool:

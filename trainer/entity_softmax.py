@@ -40,7 +40,7 @@ rank's local top-k of every query, all-gathers the candidates' scores and ids, m
 them (identically on every rank) and reduce-scatters the weighted sums of the own rows.
 With no group every collective is skipped: one rank, the whole table.
 
-Two backends run the local pass over a rank's own rows (the collectives above are shared):
+Three backends run the local pass over a rank's own rows (the collectives above are shared):
 
 - ``blocked`` (``_forward_blocks`` / ``_backward_blocks``): torch matrix products over blocks of
   ``block_size`` rows, in float32 (float64 when the inputs are) whatever the parameter dtype;
@@ -49,11 +49,17 @@ Two backends run the local pass over a rank's own rows (the collectives above ar
   float32 accumulation and a float32 softmax; within the relative tolerances listed there
   (lse 5e-4, read and gradients 1e-2 against float64). CUDA only (or Triton's interpreter on CPU,
   for tests), float32/bfloat16 inputs, entity_dim <= 256.
+- ``flex`` (``trainer.entity_flex``): torch's FlexAttention over the table cut into chunks (heads),
+  the same precision and tolerances. CUDA only.
 
-``kernel="auto"`` (the default) takes ``triton`` for CUDA tensors when Triton imports and the
-inputs qualify, else ``blocked``.
+``kernel="auto"`` (the default) takes ``CUDA_DEFAULT`` for CUDA tensors when it can run (the backend
+benchmarks/gpu_check.sh measured faster; the kernels until measured), else ``blocked``. A fast backend
+that raises ``KernelUnavailable`` (it cannot compile on this machine) is replaced by ``blocked`` with a
+warning, for the rest of the process.
 """
 from __future__ import annotations
+
+import warnings
 
 import torch
 import torch.distributed as dist
@@ -142,30 +148,52 @@ def _reduce_scatter(output, tensor, group=None):
     return (getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor)(output, tensor, group=group)
 
 
-KERNELS = ("auto", "triton", "blocked")
+KERNELS = ("auto", "triton", "flex", "blocked")
+# What 'auto' takes for CUDA tensors. benchmarks/gpu_check.sh (part memread) times the Triton kernels against
+# FlexAttention at M=768, N=1M, D=256 and writes the decision (keep the kernels only if they are >= 1.25x
+# faster, forward+backward) into benchmarks/results/gpu_check.json as "memory_read_decision"; this constant
+# follows that file by hand. Until a GPU has measured it, the kernels.
+CUDA_DEFAULT = "triton"
+
+
+class KernelUnavailable(RuntimeError):
+    """A fast backend could not be compiled or launched here (not a wrong result): EntitySoftmax falls back
+    to the blocked path with a warning, for the rest of the process."""
+
+
+_FAILED: dict[str, str] = {}  # backend -> why it fell back (once per process)
 
 
 def resolve_kernel(kernel: str, query: torch.Tensor, rows: torch.Tensor) -> str:
-    """'auto' | 'triton' | 'blocked' -> the backend that runs: 'triton' or 'blocked' (see the module docstring).
+    """'auto' | 'triton' | 'flex' | 'blocked' -> the backend that runs: 'triton', 'flex' or 'blocked' (see the
+    module docstring).
 
-    'auto' never imports Triton for CPU tensors (the blocked path is the CPU path); an explicit 'triton'
-    that cannot run raises, saying why."""
+    'auto' never imports Triton for CPU tensors (the blocked path is the CPU path) and takes CUDA_DEFAULT on
+    CUDA when it can run; an explicit 'triton' or 'flex' that cannot run raises, saying why."""
     if kernel not in KERNELS:
         raise ValueError(f"memory kernel must be one of {KERNELS}, got {kernel!r}")
     if kernel == "blocked" or (kernel == "auto" and rows.device.type != "cuda"):
         return "blocked"
-    try:
-        from trainer import entity_kernels
-    except ImportError as exc:
-        if kernel == "auto":
-            return "blocked"
-        raise RuntimeError(f"memory kernel 'triton' needs the triton package: {exc}") from exc
-    reason = entity_kernels.unsupported_reason(query, rows)
+    wanted = CUDA_DEFAULT if kernel == "auto" else kernel
+    if wanted in _FAILED:  # it failed to compile earlier in this process: do not pay the attempt again
+        return "blocked"
+    if wanted == "flex":
+        from trainer import entity_flex
+
+        reason = entity_flex.unsupported_reason(query, rows)
+    else:
+        try:
+            from trainer import entity_kernels
+        except ImportError as exc:
+            if kernel == "auto":
+                return "blocked"
+            raise RuntimeError(f"memory kernel 'triton' needs the triton package: {exc}") from exc
+        reason = entity_kernels.unsupported_reason(query, rows)
     if reason is None:
-        return "triton"
+        return wanted
     if kernel == "auto":
         return "blocked"
-    raise ValueError(f"memory kernel 'triton' cannot run here: {reason}")
+    raise ValueError(f"memory kernel {wanted!r} cannot run here: {reason}")
 
 
 def _local_passes(kernel: str):
@@ -174,7 +202,29 @@ def _local_passes(kernel: str):
         from trainer import entity_kernels
 
         return entity_kernels.forward_blocks, entity_kernels.backward_blocks
+    if kernel == "flex":
+        from trainer import entity_flex
+
+        return entity_flex.forward_blocks, entity_flex.backward_blocks
     return _forward_blocks, _backward_blocks
+
+
+def _fall_back(kernel: str, exc: KernelUnavailable) -> None:
+    if kernel not in _FAILED:
+        _FAILED[kernel] = str(exc)
+        warnings.warn(f"memory kernel {kernel!r} unavailable, the blocked float32 path runs instead: {exc}",
+                      RuntimeWarning, stacklevel=3)
+
+
+def _run_pass(kernel: str, which: int, *args) -> tuple[str, object]:
+    """Run the forward (which=0) or backward (1) local pass of ``kernel``; if it cannot compile here, the
+    blocked pass (same contract) instead. -> (the backend that ran, its result)."""
+    if kernel != "blocked" and kernel not in _FAILED:
+        try:
+            return kernel, _local_passes(kernel)[which](*args)
+        except KernelUnavailable as exc:
+            _fall_back(kernel, exc)
+    return "blocked", _local_passes("blocked")[which](*args)
 
 
 def _compute_dtype(*tensors: torch.Tensor) -> torch.dtype:
@@ -291,9 +341,8 @@ class EntitySoftmax(torch.autograd.Function):
         t_all = comm.gather_rows(targets, counts)
         m_all, n_local = q_all.shape[0], rows.shape[0]
         dev = q_all.device
-        forward_pass, _ = _local_passes(kernel)
-        running_max, running_sum, running_read, top1 = forward_pass(q_all, rows, row_start, block_size, with_read,
-                                                                    dtype)
+        kernel, (running_max, running_sum, running_read, top1) = _run_pass(
+            kernel, 0, q_all, rows, row_start, block_size, with_read, dtype)
         # Combine across ranks: the global max, then sums rescaled to it.
         global_max = comm.all_reduce(running_max.clone(), dist.ReduceOp.MAX)
         rescale = torch.exp(running_max - global_max)  # 0 on a rank without rows
@@ -356,9 +405,8 @@ class EntitySoftmax(torch.autograd.Function):
                 grad_rows, accumulate = leaf.grad, True
             else:
                 grad_rows = torch.empty(rows.shape, dtype=dtype, device=rows.device)
-        _, backward_pass = _local_passes(ctx.kernel)
-        backward_pass(q_all, rows, lse_all, g_l, g_t, t_all - ctx.row_start, g_r if ctx.with_read else None,
-                      g_r_dot_read if ctx.with_read else None, ctx.block_size, grad_q, grad_rows, accumulate)
+        _run_pass(ctx.kernel, 1, q_all, rows, lse_all, g_l, g_t, t_all - ctx.row_start, g_r if ctx.with_read else None,
+                  g_r_dot_read if ctx.with_read else None, ctx.block_size, grad_q, grad_rows, accumulate)
         grad_query = comm.scatter_sum_rows(grad_q, counts)
         return (grad_query.to(ctx.query_dtype), grad_rows.to(rows.dtype) if need_rows and not accumulate else None,
                 None, None, None, None, None, None, None, None)

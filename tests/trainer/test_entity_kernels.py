@@ -23,7 +23,7 @@ import torch.multiprocessing as mp
 
 pytest.importorskip("triton")
 
-from trainer import entity_kernels  # noqa: E402
+from trainer import entity_kernels, entity_softmax  # noqa: E402
 from trainer.entity_softmax import (  # noqa: E402
     _backward_blocks,
     _forward_blocks,
@@ -98,6 +98,7 @@ def _kernel_run(q, table, targets, w_lse, w_read, w_score, with_read=True, **kw)
     lse, read, top1, score = blocked_entity_softmax(q, table, 64, targets, with_read, kernel="triton", **kw)
     loss = (w_lse * lse + w_score * score).sum() + ((w_read * read).sum() if with_read else 0.0)
     grad_q, grad_rows = torch.autograd.grad(loss, (q, table))
+    assert "triton" not in entity_softmax._FAILED, f"the kernels fell back to the blocked path: {entity_softmax._FAILED}"
     return dict(lse=lse, read=read, top1=top1, score=score, grad_query=grad_q, grad_rows=grad_rows)
 
 
@@ -192,6 +193,132 @@ def _check_entity_softmax():
     assert _rel(leaf.grad - 1, ref["grad_rows"]) < BF16_TOL["grad_rows"]
 
 
+@on_cpu
+def test_float32_merge_of_partials_ignores_autocast():
+    """Under bf16 autocast (the trainer's bf16 step) the merge of the forward's partials stays float32: with
+    float32 products the read must still match float64 to 1e-5 (a bf16 einsum misses by ~1e-3)."""
+    _interpreted("_check_merge_under_autocast")
+
+
+def _check_merge_under_autocast():
+    q, table, *_ = _problem(40, 700, 32, seed=11)
+    exact = _forward_blocks(q.double(), table.double(), 0, 64, True, torch.float64)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        kernel = entity_kernels.forward_blocks(q, table, 0, 0, True, torch.float32, products="fp32")
+        g = torch.Generator().manual_seed(2)
+        g_l, g_t, g_r = torch.randn(40, generator=g), torch.randn(40, generator=g), torch.randn(40, 32, generator=g)
+        lse, read = exact[0] + exact[1].log(), exact[2] / exact[1][:, None]
+        grad_q = torch.zeros(40, 32)
+        entity_kernels.backward_blocks(q, table, lse.float(), g_l, g_t, torch.zeros(40, dtype=torch.long), g_r,
+                                       (g_r * read.float()).sum(1), 0, grad_q, None, False, products="fp32")
+    for a, b in zip(kernel[:3], exact[:3]):
+        assert a.dtype == torch.float32 and _rel(a, b) < 1e-5
+    ref_q = torch.zeros(40, 32, dtype=torch.float64)
+    _backward_blocks(q.double(), table.double(), lse, g_l.double(), g_t.double(), torch.zeros(40, dtype=torch.long),
+                     g_r.double(), (g_r.double() * read).sum(1), 64, ref_q, None, False)
+    assert grad_q.dtype == torch.float32 and _rel(grad_q, ref_q) < 1e-5
+
+
+def test_float32_products_read_float32_inputs_on_a_gpu():
+    """products='fp32' is float32 all the way: the queries and upstream gradients are NOT cast to bf16 on
+    CUDA (they were, so the float32 check ran with bf16 inputs: ~5e-4 against its 1e-5 bound)."""
+    if entity_kernels.INTERPRET:
+        pytest.skip("the interpreter reads float32 either way")
+    cuda = torch.device("cuda")
+    assert entity_kernels._input_dtype(cuda, bf16=False) == torch.float32
+    assert entity_kernels._input_dtype(cuda, bf16=True) == torch.bfloat16
+    assert entity_kernels._input_dtype(torch.device("cpu"), bf16=True) == torch.float32
+
+
+def test_compile_errors_become_kernel_unavailable(monkeypatch):
+    """Out of shared memory -> the next tile; any other error of the machine's Triton -> KernelUnavailable
+    (EntitySoftmax falls back on it); device OOM is not hidden."""
+    from triton.runtime.errors import OutOfResources
+
+    if entity_kernels.INTERPRET:
+        pytest.skip("the interpreter runs its own tile")
+    monkeypatch.setattr(entity_kernels, "_working", {})
+    tried = []
+
+    def too_big_then_fine(*tile):
+        tried.append(tile)
+        if len(tried) == 1:
+            raise OutOfResources(300000, 232448, "shared memory")
+        return "ran"
+
+    assert entity_kernels._launch_here("forward", ("k",), too_big_then_fine, None) == "ran"
+    assert tried == entity_kernels.TILES["forward"][:2]
+
+    def ptxas_fails(*tile):
+        raise RuntimeError("PTXAS error: Internal Triton PTX codegen error")
+
+    with pytest.raises(entity_kernels.KernelUnavailable, match="PTXAS"):
+        entity_kernels._launch_here("rows", ("k2",), ptxas_fails, None)
+
+    def never_fits(*tile):
+        raise OutOfResources(300000, 232448, "shared memory")
+
+    with pytest.raises(entity_kernels.KernelUnavailable, match="no queries tile config fits"):
+        entity_kernels._launch_here("queries", ("k3",), never_fits, None)
+
+    def oom(*tile):
+        raise torch.OutOfMemoryError("CUDA out of memory")
+
+    with pytest.raises(torch.OutOfMemoryError):
+        entity_kernels._launch_here("queries", ("k4",), oom, None)
+
+
+def test_entity_softmax_falls_back_to_blocked_when_the_kernel_cannot_compile(monkeypatch):
+    """A KernelUnavailable in the forward or the backward: the blocked pass runs instead (same results as
+    kernel='blocked'), with one warning, and the failed backend is not tried again in this process."""
+    from trainer import entity_softmax as es
+
+    monkeypatch.setattr(es, "_FAILED", {})
+    calls = []
+
+    def broken(*args, **kw):
+        calls.append(1)
+        raise es.KernelUnavailable("ptxas says no")
+
+    monkeypatch.setattr(entity_kernels, "forward_blocks", broken)
+    monkeypatch.setattr(entity_kernels, "backward_blocks", broken)
+    q, table, targets, w_lse, w_read, w_score = _problem(9, 200, 16, seed=12)
+
+    def run(kernel):
+        qq, tt = q.clone().requires_grad_(), table.clone().requires_grad_()
+        lse, read, top1, score = es.EntitySoftmax.apply(qq, tt, targets, 0, 64, True, None, None, False, kernel)
+        ((w_lse * lse + w_score * score).sum() + (w_read * read).sum()).backward()
+        return lse, read, top1, score, qq.grad, tt.grad
+
+    with pytest.warns(RuntimeWarning, match="ptxas says no"):
+        got = run("triton")
+    want = run("blocked")
+    for a, b in zip(got, want):
+        assert torch.equal(a, b)
+    assert len(calls) == 1 and "triton" in es._FAILED  # the backward did not try again
+    assert es.resolve_kernel("triton", q, table) == "blocked"  # nor does the next read
+    # a backward that fails after a forward that ran: the blocked backward, same gradients
+    monkeypatch.setattr(es, "_FAILED", {})
+    monkeypatch.setattr(entity_kernels, "forward_blocks", es._forward_blocks)
+    with pytest.warns(RuntimeWarning, match="ptxas says no"):
+        got = run("triton")
+    for a, b in zip(got, want):
+        assert torch.equal(a, b)
+
+
+def test_mention_count_is_not_specialised_and_programs_follow_registers():
+    """M changes every step: no kernel specialises on it (one compile, not two or three). Programs per SM from
+    the compiled kernel's registers: 255 registers x 8 warps fill an SM's 64K alone."""
+    for kernel in (entity_kernels._forward_kernel, entity_kernels._backward_rows_kernel,
+                   entity_kernels._backward_queries_kernel):
+        assert "M" in kernel.do_not_specialize
+    assert entity_kernels.blocks_per_sm(255, 8) == 1
+    assert entity_kernels.blocks_per_sm(255, 4) == 2
+    assert entity_kernels.blocks_per_sm(128, 4) == 4
+    assert entity_kernels.blocks_per_sm(64, 4, shared_bytes=100 * 1024) == 2  # shared memory limits first
+    assert entity_kernels.DEFAULT_PROGRAMS_PER_SM == 1
+
+
 def test_auto_takes_the_blocked_path_on_cpu_and_triton_refuses_float64():
     q, table = torch.randn(3, 16), torch.randn(40, 16)
     assert resolve_kernel("auto", q, table) == "blocked"
@@ -256,6 +383,19 @@ def test_gpu_kernel_at_a_realistic_shape(table_dtype, with_read):
     out = _kernel_run(*problem, with_read=with_read)
     ref = _dense_reference(*problem, with_read=with_read)
     _check_bf16(out, ref, with_read, q=problem[0], table=problem[1])
+
+
+@pytest.mark.gpu
+@needs_cuda
+def test_gpu_kernels_record_their_registers_and_size_the_grid_by_them():
+    """After a launch each kernel's compiled registers, spills and resident programs per SM are known (the
+    benchmark's sweep reports them), and the next launch sizes its row chunks by them."""
+    problem = _problem(768, 65536, 256, seed=9, device="cuda")
+    _kernel_run(*problem)
+    kinds = {key[0] for key in entity_kernels._compiled}
+    assert kinds == {"forward", "rows", "queries"}, kinds
+    for info in entity_kernels._compiled.values():
+        assert 0 < info["n_regs"] <= 255 and info["programs_per_sm"] >= 1
 
 
 @pytest.mark.gpu

@@ -12,6 +12,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+GPU_RUN_ARGS = ("--train.plot", "false")  # what a GPU run adds to tests/trainer/runs.py's command
+
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 
 
@@ -69,7 +71,8 @@ def test_compiled_layers_equal_eager_in_bf16():
 def test_bf16_compiled_trainer_links_entities(corpus_dir, tmp_path):
     from tests.trainer.runs import STEPS, el_accuracy, run, train_rows
 
-    d = run(corpus_dir, tmp_path / "bf16", 1, "--train.bf16", "true", "--train.compile", "auto")
+    # no plot: the GPU machine may lack matplotlib, and plot_losses imports it at the end of the run
+    d = run(corpus_dir, tmp_path / "bf16", 1, "--train.bf16", "true", "--train.compile", "auto", *GPU_RUN_ARGS)
     log = (d / "stdout.log").read_text()
     assert "bf16 True, compile True" in log and "weights in torch.bfloat16" in log
     rows = train_rows(d)

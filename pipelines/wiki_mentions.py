@@ -35,7 +35,7 @@ from pipelines.config import WikiMentionsConfig
 from pipelines.corpus.descriptions import first_paragraph
 from pipelines.corpus.labels import LabelConfig
 from pipelines.dump import DumpError, default_index_path, plan_read_ranges, read_siteinfo
-from pipelines.launch import beam_options, configure_logging, runner_help
+from pipelines.launch import beam_options, configure_logging
 from pipelines.records import DeadLetter, SiteInfo
 from pipelines.transforms.aliases import BuildAliasTable, SelectEntityVocab
 from pipelines.transforms.parse import ParseOptions, ParseWikiDump
@@ -46,7 +46,6 @@ from pipelines.transforms.write import SaveTokenizerFn, ShardSpec, WriteManifest
 from pipelines.wikitext import DisambiguationConfig
 from schemas import passage_schema
 from wikiedm import storage
-from wikiedm.config import parse_config
 
 log = logging.getLogger("wiki_mentions")
 
@@ -54,9 +53,6 @@ SPLITS = ("train", "validation")
 PASSAGE_ORDER = itemgetter("page_id", "window_index")
 ALIAS_ORDER = itemgetter("alias", "entity")
 VOCAB_ORDER = itemgetter("entity_id")
-# The keys `wikiedm corpus --help` shows (--help-config: all of them).
-COMMON = ("input", "output", "index", "keep_red_links", "entity_vocab_size", "tokenizer", "window", "overlap",
-          "validation_fraction", "num_shards", "blink_model", "blink_kb", "blink_config")
 
 
 def describe_entity(article, vocab: dict, max_chars: int):
@@ -281,18 +277,22 @@ def print_summary(output: str, seconds: float) -> None:
 
 
 def run(argv: list[str] | None = None) -> int:
+    from pipelines.config import corpus_parser
+    from pipelines.output_guard import guard_output
+
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        cfg, beam_args = parse_config(WikiMentionsConfig, argv, prog="wikiedm corpus", description=__doc__.splitlines()[0],
-                                      aliases={"corpus": "blink_corpus"}, common=COMMON, epilog=runner_help())
-        cfg.validate()
+        cfg, flags, beam_args = corpus_parser().check(argv)
         options = beam_options(beam_args)
         site, ranges = plan_input(cfg)
+        dry_run = bool(options.view_as(TestOptions).dry_run)  # Dataflow: build and validate the job only
+        found = guard_output(cfg.output, cfg.to_dict(), flags.overwrite, dry_run)
     except (ValueError, DumpError, OSError) as exc:
-        print(f"wiki_mentions: error: {exc}", file=sys.stderr)
+        print(f"wikiedm corpus: error: {exc}", file=sys.stderr)
         return 2
+    if found == "overwritten":
+        log.info("--overwrite true: removed the corpus of another dump or config from %s", cfg.output)
     manifest_path = storage.join(cfg.output, storage.MANIFEST)
-    dry_run = bool(options.view_as(TestOptions).dry_run)  # Dataflow: build and validate the job only
     if not dry_run and storage.exists(manifest_path):
         # The manifest is the commit point: drop it first so that, until this
         # run completes, the folder reads as incomplete (never old + new).

@@ -44,9 +44,10 @@ class LinkerParser(ConfigParser):
         return super().parse(expand_bare_flags(argv))
 
 
-def linker_parser(prog: str, description: str) -> LinkerParser:
+def linker_parser(prog: str, description: str, aliases: dict[str, str] | None = None) -> LinkerParser:
     """The shared config parser over LinkerConfig, to which a command adds its own flags."""
-    return LinkerParser(LinkerConfig, prog=prog, description=description, common=COMMON, pass_unknown=False)
+    return LinkerParser(LinkerConfig, prog=prog, description=description, common=COMMON, pass_unknown=False,
+                        aliases=aliases)
 
 
 def linker_config(parser, argv: list[str]):
@@ -63,7 +64,8 @@ def linker_config(parser, argv: list[str]):
 
 def index_parser(prog: str = "wikiedm index-linker") -> LinkerParser:
     parser = linker_parser(prog, "prepare a linker folder once: the knowledge base, the entity encodings and index, "
-                                 "the alias candidate index, the fitted combination")
+                                 "the alias candidate index, the fitted combination",
+                           aliases={"output": "encodings"})  # what it writes is --output, as for every command
     parser.add_bool("--rebuild", default=False, help="rebuild everything even when up to date")
     return parser
 

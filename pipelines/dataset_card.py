@@ -280,12 +280,12 @@ def render_card(manifest: dict) -> str:
         "",
         "Decode `token_ids` with the tokenizer saved beside the data "
         "(`transformers.AutoTokenizer.from_pretrained(\"path/to/this/folder/tokenizer\")`). "
-        "Pre-train on it: `deepspeed trainer/pretrain.py --config configs/pretrain/base.yaml --data path/to/this/folder`.",
+        "Pre-train on it: `wikiedm pretrain --config configs/pretrain/base.yaml --corpus path/to/this/folder --output RUN`.",
         "",
         "## Integrity",
         "",
         "`manifest.json` lists every file with its rows, bytes and sha256, and is written last: a folder without it "
-        "is an incomplete run. `python -m pipelines.validate path/to/this/folder` checks the folder against it.",
+        "is an incomplete run. `wikiedm validate --corpus path/to/this/folder` checks the folder against it.",
         "",
         "<details><summary>every counter of the run</summary>",
         "",

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import yaml
 
-from wikiedm.config import IGNORED, ConfigError, ConfigParser
+from wikiedm.config import IGNORED, ConfigError, ConfigParser, unknown_option
 from wikiedm.fields import option
 
 MEMORY_KINDS = ("entity", "none")
@@ -254,7 +254,10 @@ def check_export_command(prog: str, argv: list[str]) -> None:
 def parse_export(argv: list[str], prog: str = "wikiedm export") -> ExportConfig:
     """The export's config; the old positional form ``export CHECKPOINT OUTPUT`` still reads."""
     parser = export_parser(prog)
-    ns, _ = parser.parser.parse_known_args(list(argv))
+    ns, unknown = parser.parser.parse_known_args(list(argv))
+    flags = [a for a in unknown if a.startswith("-")]
+    if flags:  # before the old positional form takes its value for a path
+        raise unknown_option(flags[0], parser.option_strings())
     given = list(ns._positional)
     rest = [a for a in argv if a not in given]
     for key in ("checkpoint", "output"):

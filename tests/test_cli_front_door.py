@@ -232,3 +232,12 @@ def test_the_dataset_card_and_the_dag_teach_commands_that_parse(sample_corpus, c
         cmd = train_command({**params, "train_launcher": launcher}, str(sample_corpus), "/tmp/run", sys.executable, 29555)
         assert cmd[1:4] == ["-m", "wikiedm.cli", "pretrain"] and "--data" not in cmd and "--output_dir" not in cmd
         check("pretrain", cmd[4:])
+
+
+def test_the_checks_import_no_torch_deepspeed_or_beam():
+    script = ("import sys, wikiedm.cli as c\n"
+              "for name in c.SUBCOMMANDS: c.light_parser(name)\n"
+              "print(sorted(m for m in ('torch', 'deepspeed', 'apache_beam', 'matplotlib', 'transformers') if m in sys.modules))")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(REPO)}, cwd=REPO)
+    assert proc.returncode == 0 and proc.stdout.strip() == "[]", proc.stdout + proc.stderr[-2000:]

@@ -254,7 +254,8 @@ def test_dags_test_end_to_end_twice_replaces_the_partition_whole(airflow_env, sa
     assert states["fetch_dump"] == ("success" if mirror else "skipped")
     m = validate_output(str(partition))
     on_disk = sorted(str(p.relative_to(partition)) for p in partition.rglob("*") if p.is_file())
-    assert on_disk == sorted([f["path"] for f in m["files"]] + ["manifest.json", "stats.json", "README.md"])
+    assert on_disk == sorted([f["path"] for f in m["files"]] + ["manifest.json", "stats.json", "README.md",
+                                                              ".wikiedm-run.json"])
     assert sorted(p.name for p in (partition / "passages").iterdir()) == [
         "train-00000-of-00002.parquet", "train-00001-of-00002.parquet",
         "validation-00000-of-00002.parquet", "validation-00001-of-00002.parquet"]

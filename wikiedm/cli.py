@@ -7,8 +7,14 @@
 The conventions of every subcommand: the corpus folder a command reads is --corpus DIR, where it
 writes is --output; booleans are --name true|false (yes/no, 1/0 too; --name alone means true).
 Each subcommand runs its module's ``main()`` as ``python -m MODULE ARGS`` does (the same code and
-command line). Modules are imported only when their subcommand runs, so ``wikiedm --help`` is
-instant and needs neither Beam nor torch.
+command line). Before that, the subcommand's command line, config and input paths are checked by its
+parser from a light module (no torch, DeepSpeed or Beam): a bad value, an unknown option (with the
+nearest one suggested) or a missing path is one line, ``wikiedm SUB: error: ...``, and exit status 2,
+in seconds, before anything is built or written; ``--help`` is answered there too. Input errors raised
+later (a missing file, a damaged corpus) are one line as well (``WIKIEDM_TRACEBACK=1``: the traceback).
+
+    wikiedm --version
+    eval "$(wikiedm --completion)"       shell completion of subcommands and options (bash; zsh: bashcompinit)
 """
 from __future__ import annotations
 

@@ -24,6 +24,13 @@ A config is a tree of dataclasses whose fields are declared with :func:`wikiedm.
   ``--project`` ...) gets them back untouched.
 - ``--help`` lists the common options (short forms, the job's own flags, its epilog: the corpus
   job's runner options); ``--help-config`` every key with its help text and default, by section.
+  The usage line names the required options unbracketed (``option(..., required=True)``).
+- A field may take only some values (``option(..., choices=(...))``: an error names them), or name a path
+  that must be there when the command starts (``path="file" | "dir" | "exists" | "corpus"``: checked by
+  :func:`check_paths`). :meth:`ConfigParser.check` does all of it (command line, the config's
+  ``validate()``, paths) in seconds, before a command imports its heavy modules; ``wikiedm`` runs it first.
+- Every problem is a :class:`ConfigError` with one line that names the option; an unknown option names
+  the nearest known one (``unknown option --windw; did you mean --window?``).
 """
 from __future__ import annotations
 
@@ -266,12 +273,6 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
         return text + default_text(action.default).replace("%", "%%")
 
 
-def command_parser(prog: str, description: str = "", epilog: str = "") -> argparse.ArgumentParser:
-    """The argparse parser of a command that has no config class (``wikiedm validate``, ``report`` ...)."""
-    return argparse.ArgumentParser(prog=prog, description=description, epilog=epilog or None, allow_abbrev=False,
-                                   formatter_class=HelpFormatter)
-
-
 def bool_arg(text: str) -> bool:
     """argparse ``type=`` of a boolean flag: the one boolean rule, as an argparse error when it fails."""
     try:
@@ -284,11 +285,6 @@ def add_bool(parser, *flags: str, default: bool, help: str, **kwargs) -> argpars
     """``--name true|false`` (yes/no, on/off, 1/0 in any case; ``--name`` alone means true)."""
     return parser.add_argument(*flags, type=bool_arg, nargs="?", const=True, default=default, metavar=BOOL_METAVAR,
                                help=help, **kwargs)
-
-
-def add_hidden(parser, *flags: str, dest: str, **kwargs) -> argparse.Action:
-    """An old spelling kept working for users' scripts, left out of --help."""
-    return parser.add_argument(*flags, dest=dest, help=argparse.SUPPRESS, **kwargs)
 
 
 class _PrintAndExit(argparse.Action):

@@ -291,7 +291,7 @@ def train_command(params: dict, data: str, run_dir: str, python: str, port: int)
     """``python -m wikiedm.cli pretrain --num_gpus N --master_port P --config C --corpus OUT --output RUN --max_steps S``.
 
     ``train_launcher``: '' = ``wikiedm pretrain --num_gpus N`` (its ranks through DeepSpeed's launcher);
-    ``python`` runs one process; any other command (e.g. ``torchrun``) is given the installed trainer's file.
+    ``python`` runs one process; any other command (``torchrun``, ``deepspeed``) is given the installed trainer's file.
     """
     common = ["--config", _project_path(params["train_config"]), "--corpus", data, "--output", run_dir]
     if params.get("train_max_steps"):
@@ -305,7 +305,8 @@ def train_command(params: dict, data: str, run_dir: str, python: str, port: int)
                 "--master_port", str(port), *common]
     import importlib.util
 
-    return [launcher, "--nproc_per_node", str(params.get("train_num_procs") or 1), "--master_port", str(port),
+    ranks = "--num_gpus" if Path(launcher).name == "deepspeed" else "--nproc_per_node"  # deepspeed's or torchrun's
+    return [launcher, ranks, str(params.get("train_num_procs") or 1), "--master_port", str(port),
             importlib.util.find_spec("trainer.pretrain").origin, *common]
 
 

@@ -232,6 +232,10 @@ def test_the_dataset_card_and_the_dag_teach_commands_that_parse(sample_corpus, c
         cmd = train_command({**params, "train_launcher": launcher}, str(sample_corpus), "/tmp/run", sys.executable, 29555)
         assert cmd[1:4] == ["-m", "wikiedm.cli", "pretrain"] and "--data" not in cmd and "--output_dir" not in cmd
         check("pretrain", cmd[4:])
+    for launcher, ranks in (("torchrun", "--nproc_per_node"), ("/opt/venv/bin/deepspeed", "--num_gpus")):
+        cmd = train_command({**params, "train_launcher": launcher}, str(sample_corpus), "/tmp/run", sys.executable, 29555)
+        assert cmd[:3] == [launcher, ranks, "2"] and cmd[5].endswith("trainer/pretrain.py")
+        check("pretrain", cmd[6:])
 
 
 def test_the_checks_import_no_torch_deepspeed_or_beam():

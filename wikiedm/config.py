@@ -320,6 +320,10 @@ class ConfigParser:
     shows every config key, grouped by section, each with its help text and default, and the job's
     flags. The job's flags, and flags whose ``dest`` starts with ``_`` or whose value is :data:`IGNORED`
     (launcher conventions), are left out of the config: :meth:`parse_with_extras` returns the former.
+
+    ``required``: keys the command needs (default: the fields declared ``required=True``), named unbracketed
+    in the usage line; ``positional``: the key an old positional spelling sets (``wikiedm report OUT``);
+    ``validator``: a check of the whole config beside its own ``validate()`` (:meth:`check` runs both).
     """
 
     def __init__(self, cls, *, prog: str = "", description: str = "", aliases: dict[str, str] | None = None,

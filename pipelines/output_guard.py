@@ -2,7 +2,8 @@
 ``--overwrite true``, and then no file of the old corpus survives.
 
 A run records what it is building in ``OUT/.wikiedm-run.json`` before it writes anything else: the config (all
-of it but ``output``) and the input's identity (path and size). The next run into the same folder compares:
+of it but ``output`` and the keys of how it runs, such as ``progress_every_s``) and the input's identity (path
+and size). The next run into the same folder compares:
 
 - an empty or new folder: the run goes ahead;
 - the same record (or, for a folder from before the record existed, the same config in its manifest.json): a
@@ -20,6 +21,9 @@ import os
 from wikiedm import storage
 
 RUN_RECORD = ".wikiedm-run.json"
+# Keys that change how the job runs, not what it writes (the same input and config give byte-identical files
+# whatever the reading parallelism): a rerun that changes them is the same run.
+HOW_IT_RUNS = frozenset({"output", "progress_every_s", "read_range_mb", "index", "sort_buffer_rows"})
 
 
 class OutputInUseError(ValueError):
@@ -27,8 +31,8 @@ class OutputInUseError(ValueError):
 
 
 def run_identity(config: dict) -> dict:
-    """What makes two runs the same run: the config without ``output``, and the input file's path and size."""
-    config = {k: v for k, v in config.items() if k != "output"}
+    """What makes two runs the same run: the config (but :data:`HOW_IT_RUNS`), the input file's path and size."""
+    config = {k: v for k, v in config.items() if k not in HOW_IT_RUNS}
     path = config.get("input", "")
     size = os.path.getsize(path) if path and not storage.is_remote(path) and os.path.isfile(path) else None
     return {"config": config, "input": {"path": path, "size": size}}
@@ -71,7 +75,7 @@ def guard_output(output: str, config: dict, overwrite: bool, dry_run: bool = Fal
             if manifest is None:
                 raise OutputInUseError(f"--output {output} holds {len(files)} file(s) and no wikiedm corpus; "
                                        "choose a new or empty folder")
-            differs = _differences({k: v for k, v in manifest.items() if k != "output"}, identity["config"],
+            differs = _differences({k: v for k, v in manifest.items() if k not in HOW_IT_RUNS}, identity["config"],
                                    "config.")
         if not differs:
             found = "rerun"

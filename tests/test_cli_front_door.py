@@ -188,6 +188,7 @@ def test_the_output_guard(tmp_path):
         (out / name).parent.mkdir(parents=True, exist_ok=True)
         (out / name).write_text("old")
     assert guard_output(str(out), dict(config), overwrite=False) == "rerun"  # Airflow's retry: allowed
+    assert guard_output(str(out), {**config, "progress_every_s": 60.0}, overwrite=False) == "rerun"  # how it runs
     assert (out / "README.md").exists()
     other = {**config, "window": 64}
     with pytest.raises(OutputInUseError, match=r"config.window 128 -> 64\); pass --overwrite true"):

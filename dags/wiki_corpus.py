@@ -68,7 +68,7 @@ with DAG(
         "train_max_steps": Param(100, type=["null", "integer"], minimum=1),
         "train_num_procs": Param(1, type="integer", minimum=1, description="ranks (GPUs, or CPU processes)"),
         "train_launcher": Param("", type="string",
-                                description="'' = deepspeed beside py_interpreter; 'python' = one process; or a command"),
+                                description="'' = wikiedm pretrain --num_gpus N; 'python' = one process; or a command (torchrun)"),
         "train_extra_args": Param([], type="array", description="more trainer flags, e.g. [\"--train.eval_every\", \"0\"]"),
         "runs_root": Param("", type="string", description="training runs; '' = OUTPUT_ROOT/_runs"),
     },

@@ -288,21 +288,26 @@ def free_port() -> int:
 
 
 def train_command(params: dict, data: str, run_dir: str, python: str, port: int) -> list[str]:
-    """``deepspeed --num_gpus N --master_port P trainer/pretrain.py --config C --data OUT --output_dir RUN --max_steps S``.
+    """``python -m wikiedm.cli pretrain --num_gpus N --master_port P --config C --corpus OUT --output RUN --max_steps S``.
 
-    ``train_launcher``: '' = the deepspeed launcher beside ``python``; any other command is used as given
-    (e.g. ``torchrun``); ``python`` runs one process with ``python -m trainer.pretrain``.
+    ``train_launcher``: '' = ``wikiedm pretrain --num_gpus N`` (its ranks through DeepSpeed's launcher);
+    ``python`` runs one process; any other command (``torchrun``, ``deepspeed``) is given the installed trainer's file.
     """
-    common = ["--config", _project_path(params["train_config"]), "--data", data, "--output_dir", run_dir]
+    common = ["--config", _project_path(params["train_config"]), "--corpus", data, "--output", run_dir]
     if params.get("train_max_steps"):
         common += ["--max_steps", str(params["train_max_steps"])]
     common += [str(a) for a in params.get("train_extra_args") or []]
     launcher = params.get("train_launcher") or ""
     if launcher == "python":
-        return [python, "-m", "trainer.pretrain", *common]
-    launcher = launcher or str(Path(python).parent / "deepspeed")
-    return [launcher, "--num_gpus", str(params.get("train_num_procs") or 1), "--master_port", str(port),
-            "trainer/pretrain.py", *common]
+        return [python, "-m", "wikiedm.cli", "pretrain", *common]
+    if not launcher:
+        return [python, "-m", "wikiedm.cli", "pretrain", "--num_gpus", str(params.get("train_num_procs") or 1),
+                "--master_port", str(port), *common]
+    import importlib.util
+
+    ranks = "--num_gpus" if Path(launcher).name == "deepspeed" else "--nproc_per_node"  # deepspeed's or torchrun's
+    return [launcher, ranks, str(params.get("train_num_procs") or 1), "--master_port", str(port),
+            importlib.util.find_spec("trainer.pretrain").origin, *common]
 
 
 def train(params: dict, plan: dict, python: str, log) -> str:

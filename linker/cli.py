@@ -28,49 +28,24 @@ job) links data sets. Every LinkerConfig option (``--top_k``, ``--crossencoder``
 """
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import os
 import sys
 
-from wikiedm.config import ConfigParser, command_parser, parse_bool
-
-BARE_FLAGS = ("--fast", "--interactive", "--rebuild")  # BLINK's switches, accepted without a value
-# The keys every linker command's --help shows (--help-config: all of them).
-COMMON = ("model", "corpus", "kb", "vocab", "encodings", "top_k", "crossencoder", "fast", "threshold", "device")
-
-
-def expand_bare_flags(argv: list[str]) -> list[str]:
-    """``--fast`` -> ``--fast true`` when no value follows (BLINK's command lines); ``-i`` -> ``--interactive``."""
-    out = []
-    for i, arg in enumerate(argv):
-        arg = "--interactive" if arg == "-i" else arg
-        out.append(arg)
-        following = argv[i + 1] if i + 1 < len(argv) else None
-        if arg in BARE_FLAGS and (following is None or following.startswith("-")):
-            out.append("true")
-    return out
+from linker.options import (  # noqa: F401 - expand_bare_flags, linker_config, linker_parser re-exported
+    expand_bare_flags,
+    index_parser,
+    link_parser,
+    linker_config,
+    linker_parser,
+    vocab_parser,
+)
+from wikiedm.config import command_error, parse_bool
 
 
 def _true(text: str) -> bool:
     return parse_bool(text)  # the one boolean rule (wikiedm.config)
-
-
-def linker_parser(prog: str, description: str):
-    """The shared config parser over LinkerConfig, to which a command adds its own flags."""
-    from linker.link import LinkerConfig
-
-    return ConfigParser(LinkerConfig, prog=prog, description=description, common=COMMON, pass_unknown=False)
-
-
-def linker_config(parser, argv: list[str]):
-    """(the validated LinkerConfig, the command's own flags) from ``argv``; anything else is an error."""
-    config, extras, rest = parser.parse_with_extras(expand_bare_flags(argv))
-    if rest:
-        raise ValueError(f"unknown option(s): {' '.join(rest)}")
-    config.validate()
-    return config, extras
 
 
 def cmd_vocab(argv: list[str]) -> int:
@@ -78,12 +53,7 @@ def cmd_vocab(argv: list[str]) -> int:
     from linker.corpus_data import iter_examples
     from linker.wordpiece import build_vocab
 
-    parser = command_parser("wikiedm linker-vocab", "build a WordPiece vocab.txt from a corpus's entities and contexts")
-    parser.add_argument("--corpus", required=True, metavar="DIR", help="corpus output folder (OUT) the vocabulary is built from")
-    parser.add_argument("--output", required=True, metavar="FILE", help="vocab.txt to write")
-    parser.add_argument("--size", type=int, default=8000, help="word pieces in the vocabulary")
-    parser.add_argument("--max_mentions", type=int, default=200_000, help="training contexts read for the vocabulary")
-    args = parser.parse_args(argv)
+    args, _, _ = vocab_parser().check(argv)
     catalogue = read_catalogue(args.corpus)
     texts = [*catalogue.titles, *catalogue.descriptions,
              *(f"{e.context.left} {e.context.mention} {e.context.right}"
@@ -96,9 +66,7 @@ def cmd_index(argv: list[str]) -> int:
     from linker.index import choose_kind
     from linker.link import Linker
 
-    parser = linker_parser("wikiedm index-linker", "prepare a linker folder once: the knowledge base, the entity "
-                           "encodings and index, the alias candidate index, the fitted combination")
-    parser.add_bool("--rebuild", default=False, help="rebuild everything even when up to date")
+    parser = index_parser()
     config, known = linker_config(parser, argv)
     linker = Linker(config, build_encodings=True, rebuild=known.rebuild)
     kb = linker.kb
@@ -181,17 +149,7 @@ def interactive(linker, stdin=None, out=None) -> int:
 def cmd_link(argv: list[str], prog: str = "wikiedm link-text") -> int:
     from linker.link import Linker
 
-    parser = linker_parser(prog, "link the mentions of texts, of JSONL records or of BLINK mention records; or, with "
-                                 "--interactive true, of lines typed on the terminal")
-    parser.add_argument("--text", action="append", default=[], help="a text to link (repeatable)")
-    parser.add_argument("--input", default="", help="JSONL file of records with a text")
-    parser.add_argument("--text_field", default="text", help="field of a record holding its text")
-    parser.add_argument("--mentions", default="",
-                        help="JSONL file of BLINK mention records (context_left, mention, context_right[, label_id])")
-    parser.parser.add_argument("--test_mentions", dest="mentions", help=argparse.SUPPRESS)  # BLINK's name
-    parser.add_argument("--metrics", default="", help="with --mentions: write BLINK's metrics to this JSON file")
-    parser.add_bool("--interactive", default=False, help="read lines of text from stdin, print the linked mentions")
-    parser.add_argument("--output", default="", help="write the JSONL output here; '': standard output")
+    parser = link_parser(prog)
     config, known = linker_config(parser, argv)
     if not (known.text or known.input or known.mentions or known.interactive):
         raise ValueError("give --text, --input, --mentions or --interactive true")
@@ -242,8 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return commands[argv[0]](argv[1:])
     except (ValueError, FileNotFoundError) as exc:
-        print(f"wikiedm {SUBCOMMAND_NAMES[argv[0]]}: error: {exc}", file=sys.stderr)
-        return 2
+        return command_error(f"wikiedm {SUBCOMMAND_NAMES[argv[0]]}", str(exc))
 
 
 if __name__ == "__main__":

@@ -25,17 +25,15 @@ and the combination fitted, on its train split instead; ``split`` says which.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import sys
 from typing import Sequence
 
 from linker.catalogue import AliasIndex, EntityCatalogue
-from linker.corpus_data import HYPERLINK, MentionExample
+from linker.corpus_data import MentionExample
 from linker.index import ExactIndex
-
-DEFAULT_KS = (1, 5, 10, 100)
+from linker.options import DEFAULT_KS
 
 
 def rank_metrics(ranked: Sequence[Sequence[int]], gold: Sequence[int], ks: Sequence[int]) -> dict:
@@ -121,26 +119,19 @@ def evaluate_linker(linker, examples: Sequence[MentionExample], ks: Sequence[int
 
 
 def main(argv: list[str] | None = None) -> int:
-    from linker.cli import linker_config, linker_parser
     from linker.corpus_data import examples_with_fallback
     from linker.link import Linker
+    from linker.options import evaluate_parser, linker_config
+    from wikiedm.config import command_error
 
-    parser = linker_parser("wikiedm evaluate-linker", __doc__.splitlines()[0])
-    parser.add_argument("--split", default="validation",
-                        help="passages split: validation or train (train when validation has no hyperlink)")
-    parser.add_argument("--sources", default=HYPERLINK, help="comma-separated mention sources counted as gold")
-    parser.add_argument("--limit", type=int, default=0, help="mentions evaluated (0: all)")
-    parser.add_argument("--ks", default=",".join(map(str, DEFAULT_KS)), help="recall@k cut-offs")
-    parser.add_argument("--output", default="", help="also write the metrics (JSON) to this file")
-    parser.parser.add_argument("--json", dest="output", help=argparse.SUPPRESS)  # the old name of --output
+    parser = evaluate_parser()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         config, args = linker_config(parser, list(sys.argv[1:] if argv is None else argv))
         if not config.corpus:
             raise ValueError("--corpus is required: the mentions are its hyperlinks")
     except ValueError as exc:
-        print(f"wikiedm evaluate-linker: error: {exc}", file=sys.stderr)
-        return 2
+        return command_error("wikiedm evaluate-linker", str(exc))
     linker = Linker(config)
     split, examples = examples_with_fallback(config.corpus, args.split, "train", tuple(args.sources.split(",")),
                                              limit=args.limit)

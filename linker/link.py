@@ -60,11 +60,11 @@ KB_DIR = "kb"
 
 @dataclass
 class LinkerConfig:
-    model: str = option("", "model folder: biencoder*.bin + .json, vocab.txt, optional crossencoder*.bin (BLINK's release or linker.train's output)")
-    corpus: str = option("", "corpus output folder (OUT): entity_vocab/, entity_descriptions/, alias_table/, passages/ (optional with --kb blink:DIR)")
+    model: str = option("", "model folder: biencoder*.bin + .json, vocab.txt, optional crossencoder*.bin (BLINK's release or linker.train's output)", path="dir")
+    corpus: str = option("", "corpus output folder (OUT): entity_vocab/, entity_descriptions/, alias_table/, passages/ (optional with --kb blink:DIR)", path="corpus")
     kb: str = option("", "knowledge base: '' = the corpus's entities (encoded by the model); blink:DIR = BLINK's entity.jsonl + all_entities_large.t7 (+ faiss_*_index.pkl) used as they are")
     kb_unmapped: str = option("drop", "BLINK entities with no corpus entity (by title or redirect): drop (not linkable) or keep (linked under their BLINK title, entity_id -1)")
-    vocab: str = option("", "WordPiece vocab.txt when not in the model folder (bert-large-uncased's for BLINK's release)")
+    vocab: str = option("", "WordPiece vocab.txt when not in the model folder (bert-large-uncased's for BLINK's release)", path="file")
     encodings: str = option("", "folder of everything prepared for the workers; '': MODEL/entity_encodings/<corpus fingerprint> (corpus KB), DIR/wikiedm/<corpus fingerprint> (BLINK KB)")
     top_k: int = option(10, "entities retrieved per mention by the bi-encoder (BLINK's top_k)")
     alias_candidates: int = option(5, "most linked alias-table entities added to the retrieved ones (0: none)")
@@ -80,7 +80,7 @@ class LinkerConfig:
     alias_top_k: int = option(64, "aliases kept per entity in the alias candidate index (titles and redirects first, then the most linked)")
     alias_max_candidates: int = option(64, "entities kept per alias in the alias candidate index (most linked first)")
     torch_threads: int = option(0, "torch CPU threads; 0: torch's default (use 1 per worker when workers share cores)")
-    device: str = option("cpu", "torch device of the models: cpu, cuda, cuda:1, or auto")
+    device: str = option("auto", "torch device of the models: auto (CUDA when available), cpu, cuda, cuda:1")
     index: IndexConfig = option(IndexConfig(), "candidate index")
     detector: DetectorConfig = option(DetectorConfig(), "mention detection")
 

@@ -23,7 +23,6 @@ import math
 import os
 import sys
 import time
-from dataclasses import dataclass
 from itertools import islice
 from typing import Iterator, Sequence
 
@@ -32,57 +31,11 @@ import torch.nn.functional as F
 
 from linker.biencoder import BiEncoder, BlinkParams, LoadedBiEncoder, load_biencoder, new_biencoder, save_model_folder
 from linker.catalogue import EntityCatalogue, read_catalogue
-from linker.corpus_data import HYPERLINK, MentionExample, iter_examples, shuffled
+from linker.corpus_data import MentionExample, iter_examples, shuffled
 from linker.inputs import BlinkInputs
-from wikiedm.fields import option
+from linker.options import BertShape, TrainConfig, train_parser  # noqa: F401 - BertShape, TrainConfig re-exported
 
 log = logging.getLogger("linker.train")
-
-
-@dataclass
-class BertShape:
-    """Size of a bi-encoder trained from scratch (ignored with --init_model)."""
-
-    hidden_size: int = option(256, "BERT width (BLINK's release: 1024)")
-    num_hidden_layers: int = option(4, "BERT layers (BLINK's release: 24)")
-    num_attention_heads: int = option(4, "attention heads")
-    intermediate_size: int = option(1024, "feed-forward width")
-    max_position_embeddings: int = option(512, "positions (>= max_cand_length)")
-    dropout: float = option(0.1, "hidden and attention dropout (0 trains tiny models from scratch faster)")
-
-
-@dataclass
-class TrainConfig:
-    corpus: str = option("", "corpus output folder (OUT) whose passages/train-* hyperlinks are the training data")
-    output: str = option("", "model folder to write (biencoder.bin, biencoder.json, vocab.txt, metrics.json)")
-    init_model: str = option("", "start from this model folder (BLINK's release or an earlier run); '': from scratch")
-    vocab: str = option("", "WordPiece vocab.txt; '': the init model's, or one built from the corpus (from scratch)")
-    vocab_size: int = option(8000, "size of a vocabulary built from the corpus")
-    bert: BertShape = option(BertShape(), "from-scratch model size")
-    max_context_length: int = option(32, "context word pieces (BLINK: 32)")
-    max_cand_length: int = option(128, "candidate word pieces (BLINK: 128)")
-    sources: list = option([HYPERLINK], "mention sources used as gold (hyperlink; the heuristic labels are easy cases)")
-    batch_size: int = option(32, "mentions per batch (in-batch negatives: the other mentions' entities)")
-    max_steps: int = option(1000, "optimizer steps")
-    lr: float = option(1e-4, "peak learning rate (BLINK fine-tuning: 1e-5..3e-5; from scratch: ~1e-3 for tiny models)")
-    warmup_fraction: float = option(0.1, "linear warm-up, then linear decay")
-    weight_decay: float = option(0.01, "AdamW weight decay (not on biases and LayerNorm)")
-    grad_clip: float = option(1.0, "gradient norm clip")
-    shuffle_buffer: int = option(10000, "examples in the streaming shuffle buffer")
-    seed: int = option(1234, "random seed")
-    eval_every: int = option(0, "steps between validation runs (0: only at the end)")
-    eval_examples: int = option(2000, "validation mentions evaluated (0: all)")
-    log_every: int = option(20, "steps between loss lines")
-    torch_threads: int = option(0, "torch CPU threads; 0: default")
-    device: str = option("auto", "torch device: auto (CUDA when available), cpu, cuda, cuda:1")
-
-    def validate(self) -> None:
-        if not self.corpus or not self.output:
-            raise ValueError("--corpus and --output are required")
-        if self.batch_size < 2:
-            raise ValueError("--batch_size must be >= 2 (in-batch negatives)")
-        if self.max_steps < 1:
-            raise ValueError("--max_steps must be >= 1")
 
 
 # --------------------------------------------------------------------------- pieces
@@ -254,19 +207,14 @@ def train(config: TrainConfig) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from wikiedm.config import parse_config
+    from wikiedm.config import ConfigError, command_error
 
     logging.basicConfig(level=os.environ.get("LOGLEVEL", "INFO"), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    parser = train_parser()
     try:
-        config, rest = parse_config(TrainConfig, list(sys.argv[1:] if argv is None else argv),
-                                    prog="wikiedm train-linker", description=__doc__.splitlines()[0], pass_unknown=False,
-                                    common=("corpus", "output", "init_model", "max_steps", "batch_size", "lr", "device"))
-        if rest:
-            raise ValueError(f"unknown option(s): {' '.join(rest)}")
-        config.validate()
-    except ValueError as exc:
-        print(f"wikiedm train-linker: error: {exc}", file=sys.stderr)
-        return 2
+        config, _, _ = parser.check(list(sys.argv[1:] if argv is None else argv))
+    except ConfigError as exc:
+        return command_error("wikiedm train-linker", str(exc))
     final = train(config)
     print(json.dumps(final, indent=2))
     return 0

@@ -24,8 +24,10 @@ JOBS = ("twopass", "shuffle")
 class WikiMentionsConfig:
     """Everything that decides the corpus job's output (recorded in manifest.json)."""
 
-    input: str = option("", "the dump: .xml, .xml.bz2 (multistream too), .xml.gz, .xml.xz, .xml.zst; local or gs://, s3://")
-    output: str = option("", "output folder (local or gs://...); a finished run has OUT/manifest.json")
+    input: str = option("", "the dump: .xml, .xml.bz2 (multistream too), .xml.gz, .xml.xz, .xml.zst; local or gs://, s3://",
+                        path="file", required=True)
+    output: str = option("", "output folder (local or gs://...); a finished run has OUT/manifest.json", required=True,
+                         metavar="DIR")
     index: str = option("", "multistream index (...-multistream-index.txt.bz2); default: the one beside the dump if present; 'none' reads the dump as one stream")
     read_range_mb: int = option(64, "compressed MB of whole bz2 streams per parallel read task (multistream dumps)")
     max_page_mb: int = option(64, "pages larger than this (XML, MB) are skipped and dead-lettered")
@@ -35,11 +37,14 @@ class WikiMentionsConfig:
     keep_red_links: bool = option(False, "keep links to pages absent from the dump as entities (use for a partial dump)")
     entity_vocab_size: int = option(1_000_000, "the N most-linked entities form the vocabulary (ids 3..N+2; 0-2 are [PAD],[UNK],[MASK])")
     labels: LabelConfig = option(LabelConfig(), "missing-mention labelling (EDMem 3.3.1)")
-    blink_model: str = option("", "BLINK-compatible bi-encoder folder (linker/): adds source='blink' labels for unlinked spans; '' = off")
-    blink_corpus: str = option("", "a finished corpus output (an earlier run) whose entities, descriptions and aliases the BLINK index covers")
+    blink_model: str = option("", "BLINK-compatible bi-encoder folder (linker/): adds source='blink' labels for unlinked spans; '' = off",
+                              path="dir")
+    blink_corpus: str = option("", "a finished corpus output (an earlier run) whose entities, descriptions and aliases the BLINK index covers",
+                               path="corpus")
     blink_threshold: float = option(0.5, "least final linker probability (model + alias prior) of an added BLINK label: the linker's --threshold")
     blink_kb: str = option("", "the linker's knowledge base: '' = the --blink_corpus entities; blink:DIR = BLINK's entity.jsonl + .t7, mapped onto --blink_corpus")
-    blink_config: str = option("", "linker YAML (configs/linker/*.yaml) for the BLINK labels: top_k, fast, alias_top_k, ...; '' = the linker's defaults")
+    blink_config: str = option("", "linker YAML (configs/linker/*.yaml) for the BLINK labels: top_k, fast, alias_top_k, ...; '' = the linker's defaults",
+                               path="file")
     tokenizer: str = option("gpt2-bpe", "Hugging Face fast tokenizer name or local path; 'gpt2-bpe' = the offline GPT-2/BART byte-level BPE")
     window: int = option(128, "tokens per passage window")
     overlap: int = option(10, "tokens shared by consecutive windows")
@@ -90,3 +95,121 @@ class WikiMentionsConfig:
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+
+# ----------------------------------------------------------------------------- the command lines (no Beam import)
+
+# The runner options a user of `wikiedm corpus` / `wikiedm link` most often needs (--help's epilog); any other
+# Beam pipeline option is accepted too. tests/test_cli_config.py checks that each is one of Beam's.
+RUNNER_OPTIONS = (
+    ("--runner NAME", "Direct (this machine; the default), Dataflow, Flink, Spark, Prism, Portable, or a module.Class"),
+    ("--dry_run true", "build and validate the job graph (Dataflow: the job), submit nothing"),
+    ("--direct_num_workers N", "Direct: parallel workers (0: one per CPU core; the default is 1)"),
+    ("--direct_running_mode MODE", "Direct: in_memory (the default), multi_threading or multi_processing"),
+    ("--setup_file FILE", "Dataflow and other remote workers: the setup.py that installs this package on them"),
+    ("--project ID", "Dataflow: the Google Cloud project"),
+    ("--region REGION", "Dataflow: the region (europe-west4 ...)"),
+    ("--temp_location gs://...", "Dataflow: where the job keeps temporary files"),
+    ("--num_workers N", "Dataflow: initial number of workers (--max_num_workers bounds autoscaling)"),
+)
+# The keys `wikiedm corpus --help` shows (--help-config: all of them).
+CORPUS_COMMON = ("input", "output", "index", "keep_red_links", "entity_vocab_size", "tokenizer", "window", "overlap",
+                 "validation_fraction", "read_range_mb", "blink_model", "blink_kb", "blink_config")
+
+
+def runner_help() -> str:
+    """The epilog of a Beam job's --help: the main runner options."""
+    width = max(len(flag) for flag, _ in RUNNER_OPTIONS)
+    return ("runner options (Beam's; any other Beam pipeline option is passed on too):\n"
+            + "\n".join(f"  {flag:<{width}}  {text}" for flag, text in RUNNER_OPTIONS))
+
+
+def corpus_parser(prog: str = "wikiedm corpus") -> ConfigParser:
+    """``wikiedm corpus``'s command line: the config, --overwrite, and Beam's options passed on."""
+    parser = ConfigParser(WikiMentionsConfig, prog=prog, description="The corpus job: a Wikipedia XML dump -> "
+                          "entity-annotated 128-token passages.", hidden_aliases={"corpus": "blink_corpus"},
+                          common=CORPUS_COMMON, epilog=runner_help())
+    parser.add_bool("--overwrite", default=False,
+                    help="replace a corpus of another dump or config in --output (its files are removed first); "
+                         "a rerun of the same dump and config needs no --overwrite")
+    return parser
+
+
+def check_beam_options(flags: list[str], config_flags: list[str]) -> None:
+    """The arguments a Beam job passes on are Beam's options, else a ConfigError that suggests the nearest
+    option, the job's own or Beam's (``--windw``: did you mean --window?)."""
+    names = [a.split("=", 1)[0] for a in flags if a.startswith("--")]
+    if not names:
+        return
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from wikiedm.config import unknown_option
+
+    beam_knows = {f"--{name}" for name in PipelineOptions([]).get_all_options(drop_default=False)}
+    for name in names:
+        if name not in beam_knows:
+            raise unknown_option(name, [*config_flags, *sorted(beam_knows)])
+
+
+def check_corpus_command(prog: str, argv: list[str]) -> None:
+    parser = corpus_parser(prog)
+    _, _, rest = parser.check(argv)
+    check_beam_options(rest, parser.option_strings())
+
+
+# ----------------------------------------------------------------------------- the corpus folder's tools
+
+
+@dataclass
+class ReportConfig:
+    corpus: str = option("", "a finished corpus folder", path="corpus", required=True)
+    output: str = option("", "where to write the picture (.png); '': CORPUS/label_coverage.png", metavar="FILE")
+
+
+def report_parser(prog: str = "wikiedm report") -> ConfigParser:
+    parser = ConfigParser(ReportConfig, prog=prog, description="label coverage plot and summary of a corpus folder",
+                          hidden_aliases={"png": "output"}, positional="corpus", pass_unknown=False)
+    return parser
+
+
+@dataclass
+class CardConfig:
+    corpus: str = option("", "corpus folder (local or gs://) with manifest.json; the card is written there as README.md",
+                         path="corpus", required=True)
+    date: str = option("", "the dump's run date, YYYYMMDD, when the input's file name lacks it")
+
+
+def card_parser(prog: str = "wikiedm card") -> ConfigParser:
+    return ConfigParser(CardConfig, prog=prog, description="(re)write a corpus folder's dataset card README.md",
+                        hidden_aliases={"dump_date": "date"}, positional="corpus", pass_unknown=False)
+
+
+DEFAULT_MIRROR = "https://dumps.wikimedia.org"
+
+
+@dataclass
+class FetchConfig:
+    wiki: str = option("", "database name: enwiki, dewiki, simplewiki ...", required=True, metavar="NAME")
+    date: str = option("", "the dump's run date, YYYYMMDD", required=True, metavar="YYYYMMDD")
+    output: str = option("", "folder to write to (local, gs://, s3://)", required=True, metavar="DIR")
+    mirror: str = option(DEFAULT_MIRROR, "mirror base URL")
+    timeout: float = option(60.0, "seconds without data before a retry")
+    retries: int = option(3, "retries of a failed or corrupt download")
+
+
+def fetch_parser(prog: str = "wikiedm fetch") -> ConfigParser:
+    return ConfigParser(FetchConfig, prog=prog, pass_unknown=False, hidden_aliases={"dest": "output"},
+                        description="download a dump and verify it against Wikimedia's checksums")
+
+
+@dataclass
+class SampleConfig:
+    output: str = option("", "the dump file to write (…xml or …xml.bz2)", required=True, metavar="FILE")
+    per_kind: int = option(60, "entities per kind (5 kinds)")
+    paragraphs: int = option(4, "paragraphs of text per article")
+    seed: int = option(7, "seed of the generated names, links and text")
+
+
+def sample_parser(prog: str = "wikiedm sample") -> ConfigParser:
+    return ConfigParser(SampleConfig, prog=prog, positional="output", pass_unknown=False,
+                        description="write the project's own small sample dump")

@@ -16,7 +16,6 @@ atomically; README.md is not part of the manifest, so writing it never invalidat
 """
 from __future__ import annotations
 
-import argparse
 import fnmatch
 import re
 import sys
@@ -26,7 +25,7 @@ import yaml
 from schemas import PASSAGE_SCHEMA, SPECIAL_ENTITIES, passage_schema
 from schemas.corpus import MENTION_SOURCES
 from wikiedm import storage
-from wikiedm.config import command_parser
+from wikiedm.config import ConfigError, command_error
 
 CARD = "README.md"
 LICENSE = "cc-by-sa-4.0"  # Wikipedia's text is CC BY-SA; a derived corpus carries the same licence
@@ -281,12 +280,12 @@ def render_card(manifest: dict) -> str:
         "",
         "Decode `token_ids` with the tokenizer saved beside the data "
         "(`transformers.AutoTokenizer.from_pretrained(\"path/to/this/folder/tokenizer\")`). "
-        "Pre-train on it: `deepspeed trainer/pretrain.py --config configs/pretrain/base.yaml --data path/to/this/folder`.",
+        "Pre-train on it: `wikiedm pretrain --config configs/pretrain/base.yaml --corpus path/to/this/folder --output RUN`.",
         "",
         "## Integrity",
         "",
         "`manifest.json` lists every file with its rows, bytes and sha256, and is written last: a folder without it "
-        "is an incomplete run. `python -m pipelines.validate path/to/this/folder` checks the folder against it.",
+        "is an incomplete run. `wikiedm validate --corpus path/to/this/folder` checks the folder against it.",
         "",
         "<details><summary>every counter of the run</summary>",
         "",
@@ -317,21 +316,17 @@ def write_dataset_card(output: str, manifest: dict | None = None, *, dump_date: 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = command_parser("wikiedm card", __doc__.splitlines()[0])
-    parser.add_argument("--corpus", default="", metavar="DIR", help="corpus folder (local or gs://) with manifest.json; the card is "
-                                                      "written there as README.md (required)")
-    parser.add_argument("--dump_date", default="", help="YYYYMMDD, when the input's file name lacks it")
-    parser.add_argument("corpus_positional", nargs="?", default="", help=argparse.SUPPRESS)  # the old `card OUT`
-    args = parser.parse_args(argv)
-    corpus = args.corpus or args.corpus_positional
-    if not corpus:
-        parser.error("--corpus is required")
+    from pipelines.config import card_parser
     from wikiedm.validate import InvalidOutputError
 
     try:
-        print(write_dataset_card(corpus, dump_date=args.dump_date))
+        args, _, _ = card_parser().check(list(sys.argv[1:] if argv is None else argv))
+    except ConfigError as exc:
+        return command_error("wikiedm card", str(exc))
+    try:
+        print(write_dataset_card(args.corpus, dump_date=args.date))
     except InvalidOutputError as exc:
-        print(f"dataset_card: {exc}", file=sys.stderr)
+        print(f"wikiedm card: {exc}", file=sys.stderr)
         return 1
     return 0
 

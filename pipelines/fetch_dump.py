@@ -33,12 +33,12 @@ import uuid
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
+from pipelines.config import DEFAULT_MIRROR  # noqa: F401 - re-exported
 from wikiedm import storage
-from wikiedm.config import add_hidden, command_parser
+from wikiedm.config import ConfigError, command_error
 
 log = logging.getLogger("fetch_dump")
 
-DEFAULT_MIRROR = "https://dumps.wikimedia.org"
 DUMPSTATUS = "dumpstatus.json"
 CHUNK = 8 << 20
 USER_AGENT = "wikiedm-fetch-dump/0.1 (Wikipedia corpus builder; python-urllib)"  # Wikimedia asks for a descriptive agent
@@ -284,28 +284,21 @@ def _with_sums_files(wanted: list[PublishedFile], mirror: str, wiki: str, date: 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = command_parser("wikiedm fetch", __doc__.splitlines()[0])
-    parser.add_argument("--wiki", required=True, help="database name: enwiki, dewiki, simplewiki ...")
-    parser.add_argument("--date", required=True, help="dump run date, YYYYMMDD")
-    parser.add_argument("--output", default="", metavar="DIR", help="folder to write to (local, gs://, s3://) (required)")
-    add_hidden(parser, "--dest", dest="output")  # the old name of --output
-    parser.add_argument("--mirror", default=DEFAULT_MIRROR, help="mirror base URL")
-    parser.add_argument("--timeout", type=float, default=60.0, help="seconds without data before a retry")
-    parser.add_argument("--retries", type=int, default=3, help="retries of a failed or corrupt download")
-    args = parser.parse_args(argv)
-    if not args.output:
-        parser.error("--output is required")
-    args.dest = args.output
+    from pipelines.config import fetch_parser
+
+    try:
+        args, _, _ = fetch_parser().check(list(sys.argv[1:] if argv is None else argv))
+    except ConfigError as exc:
+        return command_error("wikiedm fetch", str(exc))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        result = fetch_dump(args.wiki, args.date, args.dest, mirror=args.mirror, timeout=args.timeout,
+        result = fetch_dump(args.wiki, args.date, args.output, mirror=args.mirror, timeout=args.timeout,
                             retries=args.retries)
     except ChecksumMismatchError as exc:
-        print(f"fetch_dump: checksum mismatch: {exc}", file=sys.stderr)
+        print(f"wikiedm fetch: checksum mismatch: {exc}", file=sys.stderr)
         return 1
     except (FetchError, ValueError, OSError) as exc:
-        print(f"fetch_dump: error: {exc}", file=sys.stderr)
-        return 2
+        return command_error("wikiedm fetch", str(exc))
     print(json.dumps(result.to_dict(), indent=2))
     return 0
 

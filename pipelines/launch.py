@@ -8,28 +8,8 @@ import weakref
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions, TestOptions
 from apache_beam.transforms import userstate
 
+from pipelines.config import RUNNER_OPTIONS, runner_help  # noqa: F401 - re-exported (the jobs' --help)
 from wikiedm.config import parse_bool
-
-# The runner options a user of `wikiedm corpus` / `wikiedm link` most often needs (--help's epilog); any other
-# Beam pipeline option is accepted too. tests/test_cli_config.py checks that each is one of Beam's.
-RUNNER_OPTIONS = (
-    ("--runner NAME", "Direct (this machine; the default), Dataflow, Flink, Spark, Prism, Portable, or a module.Class"),
-    ("--dry_run true", "build and validate the job graph (Dataflow: the job), submit nothing"),
-    ("--direct_num_workers N", "Direct: parallel workers (0: one per CPU core; the default is 1)"),
-    ("--direct_running_mode MODE", "Direct: in_memory (the default), multi_threading or multi_processing"),
-    ("--setup_file FILE", "Dataflow and other remote workers: the setup.py that installs this package on them"),
-    ("--project ID", "Dataflow: the Google Cloud project"),
-    ("--region REGION", "Dataflow: the region (europe-west4 ...)"),
-    ("--temp_location gs://...", "Dataflow: where the job keeps temporary files"),
-    ("--num_workers N", "Dataflow: initial number of workers (--max_num_workers bounds autoscaling)"),
-)
-
-
-def runner_help() -> str:
-    """The epilog of a Beam job's --help: the main runner options."""
-    width = max(len(flag) for flag, _ in RUNNER_OPTIONS)
-    return ("runner options (Beam's; any other Beam pipeline option is passed on too):\n"
-            + "\n".join(f"  {flag:<{width}}  {text}" for flag, text in RUNNER_OPTIONS))
 
 
 def beam_options(beam_args: list[str]) -> PipelineOptions:

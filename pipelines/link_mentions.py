@@ -32,47 +32,18 @@ import json
 import logging
 import sys
 import time
-from dataclasses import dataclass
 
 import apache_beam as beam
 from apache_beam.options.pipeline_options import StandardOptions
 
-from pipelines.launch import beam_options, configure_logging, runner_help
-from pipelines.transforms.blink import LinkerConfig, LinkRecords, RecordOptions, prepare_linker
+from pipelines.launch import beam_options, configure_logging
+from pipelines.link_config import LinkMentionsConfig, link_parser
+from pipelines.transforms.blink import LinkRecords, RecordOptions, prepare_linker
 from pipelines.transforms.stats import SumStats
 from wikiedm import storage
-from wikiedm.config import parse_config
-from wikiedm.fields import option
+from wikiedm.config import command_error
 
 log = logging.getLogger("link_mentions")
-# The keys `wikiedm link --help` shows (--help-config: all of them).
-COMMON = ("input", "output", "model", "corpus", "kb", "text_field", "tokenizer", "threshold", "top_k", "fast",
-          "crossencoder", "num_shards")
-
-
-@dataclass
-class LinkMentionsConfig(LinkerConfig):
-    """The linker's options (model, corpus, top_k, crossencoder, detector.*, index.*) plus the job's."""
-
-    input: str = option("", "JSONL file(s) (a glob; local or gs://...), one JSON object per line")
-    output: str = option("", "output folder")
-    text_field: str = option("text", "record field holding the text to link")
-    mentions_field: str = option("mentions", "record field the mentions are written to")
-    tokenizer: str = option("", "tokenizer for token spans and token_ids ('gpt2-bpe', OUT/tokenizer, a local path); '': none")
-    num_shards: int = option(1, "output JSONL shards")
-    records_per_batch: int = option(32, "records linked together (bi-encoder batches span records)")
-
-    def validate(self) -> None:
-        super().validate()
-        if not self.input or not self.output:
-            raise ValueError("--input and --output are required")
-        if self.num_shards < 1 or self.records_per_batch < 1:
-            raise ValueError("--num_shards and --records_per_batch must be >= 1")
-
-    def linker_config(self) -> LinkerConfig:
-        names = {f.name for f in dataclasses.fields(LinkerConfig)}
-        return LinkerConfig(**{k: v for k, v in dataclasses.asdict(self).items() if k in names} |
-                            {"index": self.index, "detector": self.detector})
 
 
 class WriteStatsFn(beam.DoFn):
@@ -118,14 +89,12 @@ def run(argv: list[str] | None = None) -> int:
 
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        cfg, beam_args = parse_config(LinkMentionsConfig, argv, prog="wikiedm link", description=__doc__.splitlines()[0],
-                                      common=COMMON, epilog=runner_help())
+        cfg, _, beam_args = link_parser().check(argv)
         cfg.validate()
         options = beam_options(beam_args)
         prepare_linker(cfg.linker_config())  # once, here: workers only memory-map it
     except (ValueError, FileNotFoundError, OSError) as exc:
-        print(f"link_mentions: error: {exc}", file=sys.stderr)
-        return 2
+        return command_error("wikiedm link", str(exc))
     started = time.monotonic()
     pipeline = beam.Pipeline(options=options)
     build_pipeline(pipeline, cfg)

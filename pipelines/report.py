@@ -10,7 +10,6 @@ passage shards (streamed by row group).
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from collections import Counter
@@ -20,7 +19,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from schemas.corpus import MENTION_SOURCES
 from wikiedm import storage
-from wikiedm.config import add_hidden, command_parser
+from wikiedm.config import ConfigError, command_error
 
 SOURCES = MENTION_SOURCES
 
@@ -85,17 +84,14 @@ def plot(output: str, png: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = command_parser("wikiedm report", __doc__.splitlines()[0])
-    parser.add_argument("--corpus", default="", metavar="DIR", help="a finished corpus folder (required)")
-    parser.add_argument("--output", default="", metavar="FILE.png", help="where to write the picture; '': CORPUS/label_coverage.png")
-    parser.add_argument("corpus_positional", nargs="?", default="", help=argparse.SUPPRESS)  # the old `report OUT`
-    add_hidden(parser, "--png", dest="output")  # the old name of --output
-    args = parser.parse_args(argv)
-    corpus = args.corpus or args.corpus_positional
-    if not corpus:
-        parser.error("--corpus is required")
-    png = args.output or storage.join(corpus, "label_coverage.png")
-    print(plot(corpus, png))
+    from pipelines.config import report_parser
+
+    try:
+        args, _, _ = report_parser().check(list(sys.argv[1:] if argv is None else argv))
+    except ConfigError as exc:
+        return command_error("wikiedm report", str(exc))
+    png = args.output or storage.join(args.corpus, "label_coverage.png")
+    print(plot(args.corpus, png))
     return 0
 
 

@@ -13,13 +13,13 @@ and a template page, and enough text per article for a tiny model to learn.
 """
 from __future__ import annotations
 
-import argparse
 import bz2
 import random
+import sys
 from dataclasses import dataclass
 from xml.sax.saxutils import escape, quoteattr
 
-from wikiedm.config import command_parser
+from wikiedm.config import ConfigError, command_error
 
 SITEINFO = """  <siteinfo>
     <sitename>Samplewiki</sitename>
@@ -227,20 +227,17 @@ def write_sample(path: str, **kwargs) -> str:
     return path
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = command_parser("wikiedm sample", __doc__.splitlines()[0])
-    parser.add_argument("--output", default="", metavar="FILE", help="the dump file to write (…xml or …xml.bz2) (required)")
-    parser.add_argument("--per_kind", type=int, default=60, help="entities per kind (5 kinds)")
-    parser.add_argument("--paragraphs", type=int, default=4, help="paragraphs of text per article")
-    parser.add_argument("--seed", type=int, default=7, help="seed of the generated names, links and text")
-    parser.add_argument("path", nargs="?", default="", help=argparse.SUPPRESS)  # the old `sample PATH`
-    args = parser.parse_args(argv)
-    path = args.output or args.path
-    if not path:
-        parser.error("--output is required")
-    write_sample(path, n_per_kind=args.per_kind, n_paragraphs=args.paragraphs, seed=args.seed)
-    print(path)
+def main(argv: list[str] | None = None) -> int:
+    from pipelines.config import sample_parser
+
+    try:
+        args, _, _ = sample_parser().check(list(sys.argv[1:] if argv is None else argv))
+    except ConfigError as exc:
+        return command_error("wikiedm sample", str(exc))
+    write_sample(args.output, n_per_kind=args.per_kind, n_paragraphs=args.paragraphs, seed=args.seed)
+    print(args.output)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -30,19 +30,14 @@ from pipelines.job_common import (  # noqa: F401 - labels_for_site, site_summary
     labels_for_site,
     site_summary,
 )
-from pipelines.launch import beam_options, configure_logging, runner_help
+from pipelines.launch import beam_options, configure_logging
 from pipelines.progress import ProgressPrinter, range_bytes
 from pipelines.records import SiteInfo
 from pipelines.shuffle_job import build_shuffle_pipeline
 from pipelines.twopass_job import build_twopass_pipeline
 from wikiedm import storage
-from wikiedm.config import parse_config
 
 log = logging.getLogger("wiki_mentions")
-
-# The keys `wikiedm corpus --help` shows (--help-config: all of them).
-COMMON = ("input", "output", "index", "keep_red_links", "entity_vocab_size", "tokenizer", "window", "overlap",
-          "validation_fraction", "read_range_mb", "blink_model", "blink_kb", "blink_config")
 
 
 def build_pipeline(p: beam.Pipeline, cfg: WikiMentionsConfig, site: SiteInfo, ranges: list, job: dict) -> None:
@@ -113,18 +108,22 @@ def print_summary(output: str, seconds: float) -> None:
 
 
 def run(argv: list[str] | None = None) -> int:
+    from pipelines.config import corpus_parser
+    from pipelines.output_guard import guard_output
+
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        cfg, beam_args = parse_config(WikiMentionsConfig, argv, prog="wikiedm corpus", description=__doc__.splitlines()[0],
-                                      aliases={"corpus": "blink_corpus"}, common=COMMON, epilog=runner_help())
-        cfg.validate()
+        cfg, flags, beam_args = corpus_parser().check(argv)
         options = beam_options(beam_args)
         site, ranges = plan_input(cfg)
+        dry_run = bool(options.view_as(TestOptions).dry_run)  # Dataflow: build and validate the job only
+        found = guard_output(cfg.output, cfg.to_dict(), flags.overwrite, dry_run)
     except (ValueError, DumpError, OSError) as exc:
-        print(f"wiki_mentions: error: {exc}", file=sys.stderr)
+        print(f"wikiedm corpus: error: {exc}", file=sys.stderr)
         return 2
+    if found == "overwritten":
+        log.info("--overwrite true: removed the corpus of another dump or config from %s", cfg.output)
     manifest_path = storage.join(cfg.output, storage.MANIFEST)
-    dry_run = bool(options.view_as(TestOptions).dry_run)  # Dataflow: build and validate the job only
     if not dry_run and storage.exists(manifest_path):
         # The manifest is the commit point: drop it first so that, until this
         # run completes, the folder reads as incomplete (never old + new).

@@ -106,4 +106,8 @@ def test_wikiedm_subcommands_run_the_documented_modules(tmp_path):
     assert dump.stat().st_size > 1000
     bad = subprocess.run([exe, "validate", "--corpus", str(tmp_path / "missing")], capture_output=True, text=True,
                          timeout=120)
-    assert bad.returncode != 0 and "manifest" in (bad.stdout + bad.stderr).lower()
+    assert bad.returncode == 2 and bad.stderr.strip() == f"wikiedm validate: error: --corpus {tmp_path / 'missing'}: no such folder"
+    (tmp_path / "empty").mkdir()
+    bad = subprocess.run([exe, "validate", "--corpus", str(tmp_path / "empty")], capture_output=True, text=True,
+                         timeout=120)
+    assert bad.returncode == 1 and "manifest" in bad.stderr.lower()

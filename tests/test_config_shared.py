@@ -84,9 +84,9 @@ def test_values_take_their_fields_types():
 def test_unknown_keys_fail_in_the_file_and_on_the_command_line(tmp_path):
     path = tmp_path / "c.yaml"
     path.write_text("inner:\n  ratoi: 2\n")
-    with pytest.raises(ConfigError, match=r"c.yaml: unknown config key 'inner.ratoi'; known keys: .*inner.ratio"):
+    with pytest.raises(ConfigError, match=r"c.yaml: unknown config key 'inner.ratoi'; did you mean 'inner.ratio'\?"):
         parse_config(Demo, ["--config", str(path)])
-    with pytest.raises(ConfigError, match="unknown config key 'cuont'"):
+    with pytest.raises(ConfigError, match="unknown option --cuont; did you mean --count"):
         parse_config(Demo, ["--cuont", "1"], pass_unknown=False)
     with pytest.raises(ConfigError, match="unexpected argument 'stray'"):
         parse_config(Demo, ["stray"], pass_unknown=False)
@@ -116,7 +116,7 @@ def test_trainer_command_lines_of_the_readme_makefile_and_dag():
     assert launcher.train.deepspeed_config == "configs/deepspeed/zero1.json"  # a bare --deepspeed is dropped
     assert (launcher.train.zero_stage, launcher.train.seed, launcher.model.init_from) == (3, 5, "/bart")
     assert launcher.train.eval_every == 0 and launcher.optim.betas == [0.9, 0.95]
-    with pytest.raises(SystemExit, match="unknown config key 'model.nope'"):
+    with pytest.raises(SystemExit, match="unknown option --model.nope"):
         parse_args(["--model.nope=1"])
     with pytest.raises(SystemExit, match="unexpected argument"):
         parse_args(["model.lr=1"])

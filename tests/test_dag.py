@@ -254,7 +254,8 @@ def test_dags_test_end_to_end_twice_replaces_the_partition_whole(airflow_env, sa
     assert states["fetch_dump"] == ("success" if mirror else "skipped")
     m = validate_output(str(partition))
     on_disk = sorted(str(p.relative_to(partition)) for p in partition.rglob("*") if p.is_file())
-    assert on_disk == sorted([f["path"] for f in m["files"]] + ["manifest.json", "stats.json", "README.md"])
+    assert on_disk == sorted([f["path"] for f in m["files"]] + ["manifest.json", "stats.json", "README.md",
+                                                              ".wikiedm-run.json"])
     n = m["job"]["read_ranges"]  # one passages file per read range and split (2 for the 206-page mirror)
     assert n == (2 if mirror else 1)
     assert sorted(p.name for p in (partition / "passages").iterdir()) == [

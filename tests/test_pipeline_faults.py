@@ -13,6 +13,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from pipelines.output_guard import RUN_RECORD
 from tests.conftest import REPO, run_job, run_job_here
 from tests.corpus_checks import check_passage_contract, manifest
 
@@ -96,12 +97,12 @@ def test_killed_run_then_rerun_equals_an_uninterrupted_run(tmp_path: Path, sampl
     run_job_here(sample_dump, out, "--job", "shuffle", "--num_shards", "5", "--validation_fraction", "0.1")  # an older run
     assert (out / "manifest.json").exists()
     cmd = [sys.executable, "-m", "pipelines.wiki_mentions", "--input", sample_dump, "--output", str(out),
-           "--num_shards", "3", "--validation_fraction", "0.1"]
+           "--num_shards", "3", "--validation_fraction", "0.1", "--overwrite", "true"]  # another config: --overwrite
     before = {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()}
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
 
     def written_by_the_new_run() -> list[Path]:
-        return [p for p in out.rglob("*") if p.is_file() and before.get(p) != _mtime(p)]
+        return [p for p in out.rglob("*") if p.is_file() and before.get(p) != _mtime(p) and p.name != RUN_RECORD]
 
     # Kill it part-way: once it has written something of its own (files have landed), while it still runs.
     deadline = time.monotonic() + 300
@@ -112,8 +113,8 @@ def test_killed_run_then_rerun_equals_an_uninterrupted_run(tmp_path: Path, sampl
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert not (out / "manifest.json").exists(), "a killed run must not look finished"
-    run_job(sample_dump, out, "--num_shards", "3", "--validation_fraction", "0.1")
+    run_job(sample_dump, out, "--num_shards", "3", "--validation_fraction", "0.1")  # the same config: a rerun
     rerun, reference = manifest(out), manifest(sample_corpus)
     assert {f["path"]: f["sha256"] for f in rerun["files"]} == {f["path"]: f["sha256"] for f in reference["files"]}
     on_disk = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
-    assert on_disk == sorted([f["path"] for f in rerun["files"]] + ["manifest.json", "stats.json", "README.md"])
+    assert on_disk == sorted([f["path"] for f in rerun["files"]] + ["manifest.json", "stats.json", "README.md", RUN_RECORD])

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import yaml
 
-from wikiedm.config import IGNORED, ConfigError, ConfigParser
+from wikiedm.config import IGNORED, ConfigError, ConfigParser, unknown_option
 from wikiedm.fields import option
 
 MEMORY_KINDS = ("entity", "none")
@@ -56,7 +56,8 @@ class ModelConfig:
                                 "FlexAttention over the table in chunks, same precision and tolerances, CUDA only), "
                                 "or 'auto': on a GPU the backend benchmarks/gpu_check.sh measured faster "
                                 "(trainer.entity_softmax.CUDA_DEFAULT), else blocked")
-    init_from: str | None = option(None, "optional local Hugging Face BART checkpoint to initialise the transformer from")
+    init_from: str | None = option(None, "optional local Hugging Face BART checkpoint to initialise the transformer from",
+                                   path="exists")
     memory: str = option("entity", "'entity': EDMem (the entity memory read in both stacks, the linking head, the EL "
                                    "loss); 'none': the same BART encoder-decoder with no memory reads, no EL loss and "
                                    "no entity table or read/linking parameters (the ablation baseline, "
@@ -65,7 +66,8 @@ class ModelConfig:
 
 @dataclass
 class DataConfig:
-    path: str = option("", "corpus directory written by the pipeline (holds manifest.json, passages/, tokenizer/, entity_vocab/)")
+    path: str = option("", "corpus directory written by the pipeline (holds manifest.json, passages/, tokenizer/, entity_vocab/)",
+                       path="corpus")
     max_seq_len: int = option(160, "encoder/decoder length incl. <s>, </s>, [Es], [Ee]; longer passages lose their last "
                                "mentions' markers first, then tail tokens (counted as dropped)")
     random_token_mask_prob: float = option(0.3, "P_rtm: probability that a non-special token becomes <mask>")
@@ -104,14 +106,16 @@ class TrainConfig:
     seed: int = option(1234, "seed of initialisation, shuffle, masking and dropout")
     bf16: str = option("auto", "'auto' (bf16 on a GPU that supports it), true or false. DeepSpeed casts the "
                                 "weights to bf16 (the forward runs on them) and keeps float32 master weights and "
-                                "Adam states")
+                                "Adam states", choices=("auto", "true", "false"))
     compile: str = option("auto", "torch.compile each transformer layer ('auto': on a CUDA device below ZeRO-3, "
                                    "off on CPU; true or false). Micro-batches are then padded to "
-                                   "data.max_seq_len (one shape); the memory reads stay eager")
+                                   "data.max_seq_len (one shape); the memory reads stay eager",
+                          choices=("auto", "true", "false"))
     zero_stage: int | None = option(None, "ZeRO stage 0-3; unset: the DeepSpeed JSON's (zero2.json by default: "
                                          "stage 2, also on one GPU: bf16 stage 0 would accumulate gradients in bf16)")
     deepspeed_config: str = option("configs/deepspeed/zero2.json", "DeepSpeed JSON; batch, optimizer, precision and "
-                                                               "clipping are filled in from this config")
+                                                               "clipping are filled in from this config",
+                                    path="file")
     log_every: int = option(10, "optimizer steps between log lines / metrics.jsonl rows")
     eval_every: int = option(500, "optimizer steps between validation passes (0: never)")
     save_every: int = option(1000, "optimizer steps between checkpoints (0: only at the end)")
@@ -152,14 +156,15 @@ HIDDEN_ALIASES = {"data": "data.path", "output_dir": "train.output_dir"}
 # Keys --help shows besides the short forms (--help-config shows them all).
 COMMON = ("train.global_batch_size", "train.micro_batch_size", "train.bf16", "train.report_to", "train.resume")
 PROG = "wikiedm pretrain"
+DESCRIPTION = "EDMem pre-training: joint masked-LM + entity linking, on DeepSpeed, with the entity memory split by rows."
 
 
 def config_parser(prog: str = PROG, description: str = "") -> ConfigParser:
     """The trainer's command line: the shared parser over :class:`Config`, with the short forms."""
     from trainer.launch import add_launcher_flags
 
-    parser = ConfigParser(Config, prog=prog, description=description, aliases=ALIASES, hidden_aliases=HIDDEN_ALIASES,
-                          common=COMMON, pass_unknown=False)
+    parser = ConfigParser(Config, prog=prog, description=description or DESCRIPTION, aliases=ALIASES,
+                          hidden_aliases=HIDDEN_ALIASES, common=COMMON, pass_unknown=False, validator=validate)
     add_launcher_flags(parser)  # --num_gpus N ...: start the ranks through DeepSpeed's launcher
     # The deepspeed launcher's conventions: a bare --deepspeed (DeepSpeed is always on here; with a value it
     # names the DeepSpeed JSON) and --local_rank (LOCAL_RANK is in the environment too).
@@ -204,9 +209,7 @@ def validate(cfg: Config) -> None:
         raise SystemExit(f"model.memory_partition must be auto, rows or replicated, got {cfg.model.memory_partition!r}")
     if cfg.model.memory_kernel not in ("auto", "triton", "flex", "blocked"):
         raise SystemExit(f"model.memory_kernel must be auto, triton, flex or blocked, got {cfg.model.memory_kernel!r}")
-    from trainer.metrics import report_sinks
-
-    report_sinks(cfg.train.report_to)  # an unknown sink, or wandb asked for and not installed, fails here
+    # train.report_to's sinks are checked by trainer.metrics.report_sinks (it imports torch): in pretrain's parse_args
 
 
 def help_text() -> str:
@@ -220,3 +223,67 @@ def dump_config(cfg: Config, path: Path) -> None:
 
 def config_json(cfg: Config) -> str:
     return json.dumps(cfg.to_dict(), sort_keys=True)
+
+
+def check_pretrain_command(prog: str, argv: list[str]) -> None:
+    """What ``wikiedm pretrain`` checks before it imports torch or DeepSpeed, builds an op or writes a file."""
+    cfg, _, _ = config_parser(prog).check(argv)
+    if not cfg.data.path:
+        raise ConfigError("--corpus is required (the corpus job's output folder)")
+
+
+# ----------------------------------------------------------------------------- wikiedm export, wikiedm evaluate
+
+
+@dataclass
+class ExportConfig:
+    checkpoint: str = option("", "RUN, RUN/checkpoints, or RUN/checkpoints/step_XXXXXXXX", path="dir", required=True)
+    output: str = option("", "path of the .safetensors file to write", required=True, metavar="FILE")
+
+
+def export_parser(prog: str = "wikiedm export") -> ConfigParser:
+    parser = ConfigParser(ExportConfig, prog=prog, pass_unknown=False,
+                          description="Export consolidated EDMem weights (safetensors) from a checkpoint")
+    # the old form, `export CHECKPOINT OUTPUT`
+    parser.parser.add_argument("_positional", nargs="*", default=[], help=argparse.SUPPRESS)
+    return parser
+
+
+def check_export_command(prog: str, argv: list[str]) -> None:
+    parse_export(argv, prog)
+
+
+def parse_export(argv: list[str], prog: str = "wikiedm export") -> ExportConfig:
+    """The export's config; the old positional form ``export CHECKPOINT OUTPUT`` still reads."""
+    parser = export_parser(prog)
+    ns, unknown = parser.parser.parse_known_args(list(argv))
+    flags = [a for a in unknown if a.startswith("-")]
+    if flags:  # before the old positional form takes its value for a path
+        raise unknown_option(flags[0], parser.option_strings())
+    given = list(ns._positional)
+    rest = [a for a in argv if a not in given]
+    for key in ("checkpoint", "output"):
+        if given and f"--{key}" not in rest and not any(a.startswith(f"--{key}=") for a in rest):
+            rest += [f"--{key}", given.pop(0)]
+    if given:
+        raise ConfigError(f"unexpected argument(s): {' '.join(given)}")
+    return parser.check(rest)[0]
+
+
+@dataclass
+class EvaluateConfig:
+    checkpoint: str = option("", "RUN, RUN/checkpoints, or RUN/checkpoints/step_XXXXXXXX", path="dir", required=True)
+    corpus: str = option("", "the corpus whose validation passages are scored (use the hyperlinks-only corpus: "
+                             "--labels.hyperlinks_only true)", path="corpus", required=True)
+    model_corpus: str = option("", "the corpus the model was trained on (its entity vocabulary); '': the run's "
+                                   "data.path (RUN/config.yaml)", path="corpus")
+    batch_size: int = option(32, "passages per forward pass")
+    max_seq_len: int = option(0, "sequence length with markers; 0: the run's data.max_seq_len (as in training)")
+    device: str = option("auto", "torch device: auto (CUDA when available), cpu, cuda, cuda:1")
+    max_passages: int = option(0, "score this many validation passages, evenly spaced in passage-id order (0: all)")
+    output: str = option("", "write the metrics here as JSON (else only printed)", metavar="FILE")
+
+
+def evaluate_parser(prog: str = "wikiedm evaluate") -> ConfigParser:
+    return ConfigParser(EvaluateConfig, prog=prog, pass_unknown=False,
+                        description="fixed evaluation of a checkpoint on a corpus's validation hyperlinks")

@@ -37,7 +37,6 @@ from schemas import SPECIAL_ENTITIES, UNK_ENTITY_ID
 from schemas.corpus import MentionSource
 from trainer.data import Collator, CorpusError, load_tokenizer, open_corpus
 from trainer.model import FIRST_REAL_ENTITY_ID, EDMem, EDMemSpec
-from wikiedm.config import command_parser
 
 EVAL_SEED = 0  # the masking has no random draw left (P_ssm 1, P_rtm 0); the seed is fixed anyway
 
@@ -198,21 +197,14 @@ def t_interval(values: list[float]) -> dict:
     return {"mean": float(x.mean()), "ci": float(half), "n": int(len(x)), "std": float(x.std(ddof=1))}
 
 
-def main(argv: list[str] | None = None) -> None:
-    ap = command_parser("wikiedm evaluate", __doc__.splitlines()[0])
-    ap.add_argument("--checkpoint", required=True, help="RUN, RUN/checkpoints, or RUN/checkpoints/step_XXXXXXXX")
-    ap.add_argument("--corpus", required=True, help="the corpus whose validation passages are scored (use the "
-                                                    "hyperlinks-only corpus: --labels.hyperlinks_only true)")
-    ap.add_argument("--model_corpus", default="", help="the corpus the model was trained on (its entity vocabulary); "
-                                                       "default: the run's data.path (RUN/config.yaml)")
-    ap.add_argument("--batch_size", type=int, default=32, help="passages per forward pass")
-    ap.add_argument("--max_seq_len", type=int, default=0, help="sequence length with markers; 0: the run's "
-                                                               "data.max_seq_len (as in training)")
-    ap.add_argument("--device", default="auto", help="'auto' (a GPU if there is one), 'cpu', 'cuda'")
-    ap.add_argument("--max_passages", type=int, default=0, help="score this many validation passages, evenly "
-                                                                "spaced in passage-id order (0: all)")
-    ap.add_argument("--output", default="", help="write the metrics here as JSON (else only printed)")
-    args = ap.parse_args(sys.argv[1:] if argv is None else argv)
+def main(argv: list[str] | None = None) -> int:
+    from trainer.config import evaluate_parser
+    from wikiedm.config import ConfigError, command_error
+
+    try:
+        args, _, _ = evaluate_parser().check(list(sys.argv[1:] if argv is None else argv))
+    except ConfigError as exc:
+        return command_error("wikiedm evaluate", str(exc))
     torch.manual_seed(EVAL_SEED)
     model, run_config = load_checkpoint(args.checkpoint)
     device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
@@ -230,7 +222,8 @@ def main(argv: list[str] | None = None) -> None:
         Path(args.output).parent.mkdir(parents=True, exist_ok=True)
         Path(args.output).write_text(text + "\n")
     print(text, flush=True)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -12,7 +12,6 @@ put together from the ranks' shards into the one ``entity_memory.table`` tensor.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -129,25 +128,18 @@ def load_bart_weights(model: EDMem, path: str) -> None:
                 d[:rows].copy_(s[:rows])
 
 
-def main(argv: list[str] | None = None) -> None:
-    from wikiedm.config import command_parser
+def main(argv: list[str] | None = None) -> int:
+    from trainer.config import parse_export
+    from wikiedm.config import ConfigError, command_error
 
-    ap = command_parser("wikiedm export", "Export consolidated EDMem weights (safetensors) from a checkpoint")
-    ap.add_argument("--checkpoint", default="", metavar="DIR", help="RUN, RUN/checkpoints, or RUN/checkpoints/step_XXXXXXXX (required)")
-    ap.add_argument("--output", default="", metavar="FILE", help="path of the .safetensors file to write (required)")
-    # the old form, `export CHECKPOINT OUTPUT`
-    ap.add_argument("positional", nargs="*", default=[], help=argparse.SUPPRESS)
-    args = ap.parse_args(argv)
-    given = list(args.positional)
-    checkpoint = args.checkpoint or (given.pop(0) if given else "")
-    output = args.output or (given.pop(0) if given else "")
-    if given:
-        ap.error(f"unexpected arguments: {' '.join(given)}")
-    if not checkpoint or not output:
-        ap.error("--checkpoint and --output are required")
-    out = export(checkpoint, output)
+    try:
+        args = parse_export(list(sys.argv[1:] if argv is None else argv))
+    except ConfigError as exc:
+        return command_error("wikiedm export", str(exc))
+    out = export(args.checkpoint, args.output)
     print(f"wrote {out}", file=sys.stderr)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -41,7 +41,16 @@ from trainer.data import (
 from trainer.jit_ops import prebuild_deepspeed_comm_op
 from trainer.launch import launcher_command, run_launcher
 from trainer.memory import zero_table_traffic_bytes
-from trainer.metrics import MetricsLog, StepAccumulator, Timer, flops_per_step, peak_flops, plot_losses, summarize
+from trainer.metrics import (
+    MetricsLog,
+    StepAccumulator,
+    Timer,
+    flops_per_step,
+    peak_flops,
+    plot_losses,
+    report_sinks,
+    summarize,
+)
 from trainer.model import EDMem, EDMemSpec
 from trainer.speed import (
     compile_layers,
@@ -62,6 +71,7 @@ def parse_args(argv: list[str]) -> Config:
     except ConfigError as exc:
         raise SystemExit(str(exc)) from None
     validate(cfg)
+    report_sinks(cfg.train.report_to)  # an unknown sink, or wandb asked for and not installed, fails here
     return cfg
 
 

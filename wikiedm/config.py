@@ -24,11 +24,20 @@ A config is a tree of dataclasses whose fields are declared with :func:`wikiedm.
   ``--project`` ...) gets them back untouched.
 - ``--help`` lists the common options (short forms, the job's own flags, its epilog: the corpus
   job's runner options); ``--help-config`` every key with its help text and default, by section.
+  The usage line names the required options unbracketed (``option(..., required=True)``).
+- A field may take only some values (``option(..., choices=(...))``: an error names them), or name a path
+  that must be there when the command starts (``path="file" | "dir" | "exists" | "corpus"``: checked by
+  :func:`check_paths`). :meth:`ConfigParser.check` does all of it (command line, the config's
+  ``validate()``, paths) in seconds, before a command imports its heavy modules; ``wikiedm`` runs it first.
+- Every problem is a :class:`ConfigError` with one line that names the option; an unknown option names
+  the nearest known one (``unknown option --windw; did you mean --window?``).
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
+import os
 import sys
 import types
 import typing
@@ -126,10 +135,14 @@ def convert(value: Any, tp, key: str = "") -> Any:
             return dict(value)
         return value
     except ConfigError as exc:
-        raise ConfigError(f"{key}: {exc}") from None
+        raise ConfigError(f"{_flag(key)}{exc}") from None
     except (TypeError, ValueError):
         name = getattr(tp, "__name__", str(tp))
-        raise ConfigError(f"{key}: {value!r} is not a valid {name}") from None
+        raise ConfigError(f"{_flag(key)}{value!r} is not a valid {name}") from None
+
+
+def _flag(key: str) -> str:
+    return f"--{key}: " if key else ""
 
 
 def leaf_fields(cls, prefix: str = ""):
@@ -155,16 +168,51 @@ def build(cls, values: dict, where: str = "", prefix: str = ""):
     fields = {f.name: f for f in dataclasses.fields(cls)}
     unknown = sorted(set(values) - set(fields))
     if unknown:
-        raise ConfigError(f"{where}unknown config key {prefix + str(unknown[0])!r}; known keys: "
-                          f"{', '.join(prefix + k for k in known_keys(cls))}")
+        key = prefix + str(unknown[0])
+        near = nearest(key, [prefix + k for k in known_keys(cls)])
+        raise ConfigError(f"{where}unknown config key {key!r}" + (f"; did you mean {near!r}?" if near else ""))
     kwargs = {}
     for name, value in values.items():
         tp = hints[name]
         if dataclasses.is_dataclass(tp):
             kwargs[name] = build(tp, {} if value is None else value, where, prefix + name + ".")
         else:
-            kwargs[name] = convert(value, tp, prefix + name)
+            kwargs[name] = one_of(convert(value, tp, prefix + name), fields[name].metadata.get("choices", ()),
+                                  prefix + name)
     return cls(**kwargs)
+
+
+def one_of(value, choices: tuple, key: str):
+    """``value`` if ``choices`` is empty or holds it (text compared in any case, returned as listed)."""
+    if not choices or value is None:
+        return value
+    for choice in choices:
+        if value == choice or (isinstance(value, str) and isinstance(choice, str) and value.lower() == choice.lower()):
+            return choice
+    raise ConfigError(f"--{key}: {value!r} is not one of {', '.join(map(str, choices))}")
+
+
+def nearest(word: str, candidates, cutoff: float = 0.6) -> str:
+    """The candidate closest to a mistyped ``word`` (``--windw`` -> ``--window``), '' when none is close. A dotted
+    candidate is also matched by its last part (``--lr`` -> ``--optim.lr``)."""
+    candidates = list(dict.fromkeys(candidates))
+    found = difflib.get_close_matches(word, candidates, n=1, cutoff=cutoff)
+    if found:
+        return found[0]
+    bare = word.lstrip("-")
+    by_leaf = {}
+    for c in candidates:
+        by_leaf.setdefault(c.lstrip("-").rpartition(".")[2], c)
+    found = difflib.get_close_matches(bare.rpartition(".")[2], list(by_leaf), n=1, cutoff=max(cutoff, 0.75))
+    return by_leaf[found[0]] if found else ""
+
+
+def unknown_option(flag: str, candidates) -> ConfigError:
+    """``unknown option --windw; did you mean --window?`` (``--help-config`` lists every key)."""
+    name = flag.split("=", 1)[0]
+    near = nearest(name, [c for c in candidates if c.startswith("--")])
+    return ConfigError(f"unknown option {name}" + (f"; did you mean {near}?" if near else
+                                                   " (--help lists the common options, --help-config every key)"))
 
 
 def _set_dotted(target: dict, dotted: str, value) -> None:
@@ -225,12 +273,6 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
         return text + default_text(action.default).replace("%", "%%")
 
 
-def command_parser(prog: str, description: str = "", epilog: str = "") -> argparse.ArgumentParser:
-    """The argparse parser of a command that has no config class (``wikiedm validate``, ``report`` ...)."""
-    return argparse.ArgumentParser(prog=prog, description=description, epilog=epilog or None, allow_abbrev=False,
-                                   formatter_class=HelpFormatter)
-
-
 def bool_arg(text: str) -> bool:
     """argparse ``type=`` of a boolean flag: the one boolean rule, as an argparse error when it fails."""
     try:
@@ -245,11 +287,6 @@ def add_bool(parser, *flags: str, default: bool, help: str, **kwargs) -> argpars
                                help=help, **kwargs)
 
 
-def add_hidden(parser, *flags: str, dest: str, **kwargs) -> argparse.Action:
-    """An old spelling kept working for users' scripts, left out of --help."""
-    return parser.add_argument(*flags, dest=dest, help=argparse.SUPPRESS, **kwargs)
-
-
 class _PrintAndExit(argparse.Action):
     """``--help`` / ``--help-config``: print a text made on demand and exit 0."""
 
@@ -260,6 +297,14 @@ class _PrintAndExit(argparse.Action):
     def __call__(self, parser, namespace, values, option_string=None):
         parser._print_message(self.text(), sys.stdout)
         parser.exit()
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, whose complaints (a flag without its value, a value of the wrong type) are a ConfigError: the
+    command reports it on one line, as every other problem with its command line."""
+
+    def error(self, message):
+        raise ConfigError(message)
 
 
 class ConfigParser:
@@ -275,19 +320,31 @@ class ConfigParser:
     shows every config key, grouped by section, each with its help text and default, and the job's
     flags. The job's flags, and flags whose ``dest`` starts with ``_`` or whose value is :data:`IGNORED`
     (launcher conventions), are left out of the config: :meth:`parse_with_extras` returns the former.
+
+    ``required``: keys the command needs (default: the fields declared ``required=True``), named unbracketed
+    in the usage line; ``positional``: the key an old positional spelling sets (``wikiedm report OUT``);
+    ``validator``: a check of the whole config beside its own ``validate()`` (:meth:`check` runs both).
     """
 
     def __init__(self, cls, *, prog: str = "", description: str = "", aliases: dict[str, str] | None = None,
                  hidden_aliases: dict[str, str] | None = None, common: tuple[str, ...] = (), epilog: str = "",
-                 pass_unknown: bool = True) -> None:
+                 pass_unknown: bool = True, required: tuple[str, ...] | None = None, positional: str = "",
+                 validator=None) -> None:
         self.cls = cls
         self.pass_unknown = pass_unknown
+        self.validator = validator
         self.extra_dests: set[str] = set()  # the job's own flags: not config keys
-        usage = "%(prog)s [--config FILE.yaml] [--KEY VALUE | --KEY=VALUE ...]" + (" [other options]" if pass_unknown else "")
+        if required is None:  # the fields declared option(..., required=True)
+            required = tuple(name for name, f, _ in leaf_fields(cls) if f.metadata.get("required"))
+        self.required = tuple(required)
+        flag_of = {dotted: f"--{flag}" for flag, dotted in reversed(list((aliases or {}).items()))}
+        self.flag_of = {name: flag_of.get(name, f"--{name}") for name in known_keys(cls)}
+        usage = ("%(prog)s " + "".join(f"{self.flag_of[k]} {_metavar(cls, k)} " for k in self.required)
+                 + "[--config FILE.yaml] [--KEY VALUE | --KEY=VALUE ...]" + (" [other options]" if pass_unknown else ""))
         more = "every config key, with its help text and default: --help-config"
-        self.parser = argparse.ArgumentParser(prog=prog or None, description=description, add_help=False, usage=usage,
+        self.parser = _Parser(prog=prog or None, description=description, add_help=False, usage=usage,
                                               allow_abbrev=False, formatter_class=HelpFormatter)
-        self.short = argparse.ArgumentParser(prog=prog or None, description=description, add_help=False, usage=usage,
+        self.short = _Parser(prog=prog or None, description=description, add_help=False, usage=usage,
                                              epilog="\n\n".join(t for t in (epilog, more) if t),
                                              allow_abbrev=False, formatter_class=HelpFormatter)
         for parser in (self.parser, self.short):
@@ -310,12 +367,15 @@ class ConfigParser:
             is_bool = _optional(tp)[0] is bool
             value = {"dest": name, "default": argparse.SUPPRESS, "nargs": "?" if is_bool else None,
                      "const": "true" if is_bool else None, "metavar": BOOL_METAVAR if is_bool else "VALUE"}
+            if not is_bool:
+                value["metavar"] = _metavar(cls, name)
             text = f.metadata.get("help", "")
-            target.add_argument(f"--{name}", *short.get(name, ()), help=text + _default_text(f), **value)
-            if name in short or name in common:  # the short help names a key by its short form
+            tail = " (required)" if name in self.required else _default_text(f)
+            target.add_argument(f"--{name}", *short.get(name, ()), help=text + tail, **value)
+            if name in short or name in common or name in self.required:  # the short help names a key by its short form
                 shown[name] = (short.get(name, [f"--{name}"]), dict(value, help=text + (
-                    f"; the config key {name}" if name in short else "") + _default_text(f)))
-        for name in [*dict.fromkeys((aliases or {}).values()), *common]:  # the short forms first, in their order
+                    f"; the config key {name}" if name in short else "") + tail))
+        for name in [*self.required, *dict.fromkeys((aliases or {}).values()), *common]:  # required, short forms first
             if name in shown:
                 flags, kwargs = shown.pop(name)
                 self.short.add_argument(*flags, **kwargs)
@@ -324,6 +384,8 @@ class ConfigParser:
             is_bool = _optional(tp)[0] is bool
             self.parser.add_argument(f"--{flag}", dest=dotted, default=argparse.SUPPRESS, help=argparse.SUPPRESS,
                                      nargs="?" if is_bool else None, const="true" if is_bool else None)
+        if positional:  # an old spelling: the value of key `positional` given without its flag (`wikiedm report OUT`)
+            self.parser.add_argument(positional, nargs="?", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
 
     def add_argument(self, *flags: str, **kwargs) -> argparse.Action:
         """A flag of the job itself (not a config key), shown by --help and --help-config unless hidden."""
@@ -345,28 +407,114 @@ class ConfigParser:
         """The common options (``--help``)."""
         return self.short.format_help()
 
+    def option_strings(self) -> list[str]:
+        """Every flag ``--help-config`` lists (the candidates of a did-you-mean)."""
+        return [flag for action in self.parser._actions if action.help is not argparse.SUPPRESS
+                for flag in action.option_strings]
+
     def parse(self, argv: list[str]):
-        ns, rest = self.parser.parse_known_args(list(argv))
+        try:
+            ns, rest = self.parser.parse_known_args(list(argv))
+        except argparse.ArgumentError as exc:  # argparse's own complaint (a flag without its value), as one line
+            raise ConfigError(str(exc)) from None
         given = {k: v for k, v in vars(ns).items()
                  if not k.startswith("_") and k not in self.extra_dests and v is not IGNORED and v != IGNORED}
         path = given.pop("config", "")
         if rest and not self.pass_unknown:
             flag = next((a for a in rest if a.startswith("-")), rest[0])
-            if flag.startswith("--"):
-                raise ConfigError(f"unknown config key {flag[2:].split('=', 1)[0]!r}; known keys: "
-                                  f"{', '.join(known_keys(self.cls))}")
+            if flag.startswith("-"):
+                raise unknown_option(flag, self.option_strings())
             raise ConfigError(f"unexpected argument {flag!r} (overrides look like --section.key=value)")
+        if path and not os.path.isfile(path) and "://" not in path:
+            raise ConfigError(f"--config {path}: no such file")
         values: dict = load_yaml(path) if path else {}
         for dotted, value in given.items():
             _set_dotted(values, dotted, value)
-        return build(self.cls, values, where=f"{path}: " if path else ""), rest
+        config = build(self.cls, values, where=f"{path}: " if path else "")
+        for name in self.required:
+            if _get_dotted(config, name) in ("", None):
+                raise ConfigError(f"{self.flag_of[name]} is required")
+        return config, rest
+
+    def check(self, argv: list[str]):
+        """Everything a command can check before it imports, builds or writes anything: the command line, the
+        config's own rules (its ``validate()``, the parser's ``validator``) and the paths it names
+        (:func:`check_paths`). Returns what :meth:`parse_with_extras` does; a problem is a :class:`ConfigError`."""
+        config, extras, rest = self.parse_with_extras(argv)
+        try:
+            if hasattr(config, "validate"):
+                config.validate()
+            if self.validator is not None:
+                self.validator(config)
+        except SystemExit as exc:  # the trainer's checks end the process with their message
+            if isinstance(exc.code, str):
+                raise ConfigError(exc.code) from None
+            raise
+        except ConfigError:
+            raise
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        check_paths(config, self.flag_of)
+        return config, extras, rest
 
     def parse_with_extras(self, argv: list[str]):
         """(config, the job's own flags as a namespace, other args)."""
-        ns, _ = self.parser.parse_known_args(list(argv))
+        try:
+            ns, _ = self.parser.parse_known_args(list(argv))
+        except argparse.ArgumentError as exc:
+            raise ConfigError(str(exc)) from None
         extras = argparse.Namespace(**{k: v for k, v in vars(ns).items() if k in self.extra_dests})
         config, rest = self.parse(argv)
         return config, extras, rest
+
+
+def _get_dotted(config, dotted: str):
+    for part in dotted.split("."):
+        config = getattr(config, part)
+    return config
+
+
+def _metavar(cls, dotted: str) -> str:
+    """VALUE, or what a path option names (DIR, FILE, PATH), or the choices of a text option (a|b|c)."""
+    f = next(f for name, f, _ in leaf_fields(cls) if name == dotted)
+    if f.metadata.get("metavar"):
+        return f.metadata["metavar"]
+    kind = f.metadata.get("path", "")
+    if kind:
+        return {"file": "FILE", "exists": "PATH"}.get(kind, "DIR")
+    choices = f.metadata.get("choices", ())
+    return "|".join(map(str, choices)) if choices else "VALUE"
+
+
+def check_paths(config, flag_of: dict[str, str] | None = None) -> None:
+    """Every path option (``option(..., path=KIND)``) that is set names what it must: ``exists``, a ``file``, a
+    ``dir``, or a finished ``corpus`` folder (its manifest.json written). A :class:`ConfigError` names the option."""
+    from wikiedm import storage
+
+    for name, f, _ in leaf_fields(type(config)):
+        kind, value = f.metadata.get("path", ""), _get_dotted(config, name)
+        if not kind or not value or not isinstance(value, str):
+            continue
+        flag = (flag_of or {}).get(name, f"--{name}")
+        if storage.is_remote(value):  # a bucket has files, not folders: a folder is checked by what it holds
+            if kind in ("file", "exists") and not storage.exists(value):
+                raise ConfigError(f"{flag} {value}: no such file")
+        elif not os.path.exists(value):
+            what = {"file": "file", "exists": "file or folder"}.get(kind, "folder")
+            raise ConfigError(f"{flag} {value}: no such {what}")
+        elif kind == "file" and not os.path.isfile(value):
+            raise ConfigError(f"{flag} {value}: not a file")
+        elif kind in ("dir", "corpus") and not os.path.isdir(value):
+            raise ConfigError(f"{flag} {value}: not a folder")
+        if kind == "corpus" and not storage.exists(storage.join(value, storage.MANIFEST)):
+            raise ConfigError(f"{flag} {value}: not a finished corpus (no {storage.MANIFEST}: an incomplete run, "
+                              "or another folder)")
+
+
+def command_error(prog: str, message: str) -> int:
+    """A usage error as every command reports one: ``PROG: error: MESSAGE`` on one line; exit status 2."""
+    print(f"{prog}: error: {message}", file=sys.stderr, flush=True)
+    return 2
 
 
 def _section_help(cls, section: str) -> str:

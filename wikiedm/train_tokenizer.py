@@ -42,8 +42,10 @@ PROG = "wikiedm train-tokenizer"
 
 @dataclass
 class TrainTokenizerConfig:
-    corpus: str = option("", "corpus folder (OUT of wikiedm corpus) whose train passages' text is learnt from (required)")
-    output: str = option("", "tokenizer folder to write (required); then: wikiedm corpus --tokenizer FOLDER")
+    corpus: str = option("", "corpus folder (OUT of wikiedm corpus) whose train passages' text is learnt from",
+                         required=True, path="corpus")
+    output: str = option("", "tokenizer folder to write; then: wikiedm corpus --tokenizer FOLDER", required=True,
+                         metavar="DIR")
     vocab_size: int = option(8000, "tokens in the vocabulary, its 6 special tokens and 256 bytes included")
     min_frequency: int = option(2, "a merge must occur at least this often in the text")
     max_passages: int = option(0, "read at most this many train passages (0: all)")
@@ -205,14 +207,20 @@ _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_m
                     "added_tokens.json")
 
 
+def train_tokenizer_parser(prog: str = PROG):
+    """``wikiedm train-tokenizer``'s command line (light: checked before the tokenizer libraries are imported)."""
+    from wikiedm.config import ConfigParser
+
+    return ConfigParser(TrainTokenizerConfig, prog=prog, description=__doc__.splitlines()[0], pass_unknown=False,
+                        common=("corpus", "output", "vocab_size", "overwrite"))
+
+
 def main(argv: list[str] | None = None) -> int:
-    from wikiedm.config import ConfigError, parse_config
+    from wikiedm.config import ConfigError
 
     logging.basicConfig(level=os.environ.get("LOGLEVEL", "INFO"), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        config, rest = parse_config(TrainTokenizerConfig, list(sys.argv[1:] if argv is None else argv), prog=PROG,
-                                    description=__doc__.splitlines()[0], pass_unknown=False,
-                                    common=("corpus", "output", "vocab_size", "overwrite"))
+        config, _, rest = train_tokenizer_parser().check(list(sys.argv[1:] if argv is None else argv))
         if rest:
             raise ConfigError(f"unknown option(s): {' '.join(rest)}")
         summary = train_tokenizer(config)

@@ -12,13 +12,15 @@ import argparse
 import hashlib
 import json
 import sys
+from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from schemas import READABLE_SCHEMAS, readable_schema_of
 from wikiedm import storage
-from wikiedm.config import add_bool, add_hidden, command_parser
+from wikiedm.config import ConfigError, ConfigParser, command_error
+from wikiedm.fields import option
 
 
 def schema_fingerprint(schema: pa.Schema) -> str:
@@ -78,22 +80,32 @@ def validate_output(output: str, *, check_sha256: bool = True, kinds: tuple[str,
     return manifest
 
 
+@dataclass
+class ValidateConfig:
+    corpus: str = option("", "corpus folder (local or gs://) with manifest.json", path="dir", required=True)
+    sha256: bool = option(True, "check every file's sha256 (false: sizes, rows and schemas only; faster)")
+
+
+def validate_parser(prog: str = "wikiedm validate") -> ConfigParser:
+    parser = ConfigParser(ValidateConfig, prog=prog, description=__doc__.splitlines()[0], positional="corpus",
+                          pass_unknown=False)
+    # the old spelling of --sha256 false
+    parser.parser.add_argument("--no_sha256", dest="sha256", action="store_const", const="false",
+                               default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    return parser
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = command_parser("wikiedm validate", __doc__.splitlines()[0])
-    parser.add_argument("--corpus", default="", metavar="DIR", help="corpus folder (local or gs://) with manifest.json (required)")
-    add_bool(parser, "--sha256", default=True, help="check every file's sha256 (false: sizes, rows and schemas only; faster)")
-    parser.add_argument("corpus_positional", nargs="?", default="", help=argparse.SUPPRESS)  # the old `validate OUT`
-    add_hidden(parser, "--no_sha256", dest="sha256", action="store_false")  # the old spelling of --sha256 false
-    args = parser.parse_args(argv)
-    corpus = args.corpus or args.corpus_positional
-    if not corpus:
-        parser.error("--corpus is required")
     try:
-        manifest = validate_output(corpus, check_sha256=args.sha256)
+        args, _, _ = validate_parser().check(list(sys.argv[1:] if argv is None else argv))
+    except ConfigError as exc:
+        return command_error("wikiedm validate", str(exc))
+    try:
+        manifest = validate_output(args.corpus, check_sha256=args.sha256)
     except InvalidOutputError as exc:
         print(f"invalid: {exc}", file=sys.stderr)
         return 1
-    print(f"ok: {len(manifest['files'])} files match {storage.join(corpus, storage.MANIFEST)}")
+    print(f"ok: {len(manifest['files'])} files match {storage.join(args.corpus, storage.MANIFEST)}")
     return 0
 
 

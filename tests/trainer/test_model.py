@@ -92,7 +92,7 @@ def test_config_overrides():
         (1024, 16, 4096, 4, 8, 256)
     assert (t.global_batch_size, t.max_steps, o.lr, o.warmup_fraction, o.weight_decay, o.grad_clip) == \
         (2048, 1_000_000, 1e-4, 0.1, 0.01, 0.1)
-    with pytest.raises(SystemExit, match="unknown config key"):
+    with pytest.raises(SystemExit, match="unknown option --model.nope"):
         load_config(None, ["--model.nope=1"])
 
 

@@ -1,0 +1,92 @@
+"""The corpus job's output folder: a rerun of the same dump and config may reuse it; anything else needs
+``--overwrite true``, and then no file of the old corpus survives.
+
+A run records what it is building in ``OUT/.wikiedm-run.json`` before it writes anything else: the config (all
+of it but ``output`` and the keys of how it runs, such as ``progress_every_s``) and the input's identity (path
+and size). The next run into the same folder compares:
+
+- an empty or new folder: the run goes ahead;
+- the same record (or, for a folder from before the record existed, the same config in its manifest.json): a
+  rerun, allowed and idempotent (an Airflow retry, a resumed run); the job itself replaces the earlier files;
+- another record or manifest: refused in one line naming what differs, unless ``--overwrite true``, which first
+  removes every file below the folder (the old card README.md and label_coverage.png too);
+- files but neither record nor manifest: not a wikiedm corpus, refused even with ``--overwrite`` (nothing of
+  someone else's is deleted): choose a new folder.
+"""
+from __future__ import annotations
+
+import json
+import os
+
+from wikiedm import storage
+
+RUN_RECORD = ".wikiedm-run.json"
+# Keys that change how the job runs, not what it writes (the same input and config give byte-identical files
+# whatever the reading parallelism): a rerun that changes them is the same run.
+HOW_IT_RUNS = frozenset({"output", "progress_every_s", "read_range_mb", "index", "sort_buffer_rows"})
+
+
+class OutputInUseError(ValueError):
+    """--output holds a corpus of another dump or config (or files that are no corpus)."""
+
+
+def run_identity(config: dict) -> dict:
+    """What makes two runs the same run: the config (but :data:`HOW_IT_RUNS`), the input file's path and size."""
+    config = {k: v for k, v in config.items() if k not in HOW_IT_RUNS}
+    path = config.get("input", "")
+    size = os.path.getsize(path) if path and not storage.is_remote(path) and os.path.isfile(path) else None
+    return {"config": config, "input": {"path": path, "size": size}}
+
+
+def _differences(old: dict, new: dict, prefix: str = "") -> list[str]:
+    out = []
+    for key in sorted(set(old) | set(new)):
+        a, b = old.get(key), new.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            out += _differences(a, b, f"{prefix}{key}.")
+        elif a != b:
+            out.append(f"{prefix}{key} {a!r} -> {b!r}")
+    return out
+
+
+def _manifest_config(output: str) -> dict | None:
+    path = storage.join(output, storage.MANIFEST)
+    if not storage.exists(path):
+        return None
+    try:
+        return json.loads(storage.read_bytes(path)).get("config")
+    except (OSError, ValueError, AttributeError):
+        return {}
+
+
+def guard_output(output: str, config: dict, overwrite: bool, dry_run: bool = False) -> str:
+    """Check ``output`` before a run writes there (module docstring); with ``overwrite`` empty it first. Unless a
+    dry run, record this run. Returns what was found: 'new', 'rerun' or 'overwritten'; raises OutputInUseError."""
+    identity = run_identity(config)
+    record_path = storage.join(output, RUN_RECORD)
+    files = storage.list_files(output)
+    found = "new"
+    if files:
+        if storage.exists(record_path):
+            recorded = json.loads(storage.read_bytes(record_path))
+            differs = _differences(recorded, identity)
+        else:
+            manifest = _manifest_config(output)
+            if manifest is None:
+                raise OutputInUseError(f"--output {output} holds {len(files)} file(s) and no wikiedm corpus; "
+                                       "choose a new or empty folder")
+            differs = _differences({k: v for k, v in manifest.items() if k not in HOW_IT_RUNS}, identity["config"],
+                                   "config.")
+        if not differs:
+            found = "rerun"
+        elif not overwrite:
+            shown = "; ".join(differs[:3]) + (f"; and {len(differs) - 3} more" if len(differs) > 3 else "")
+            raise OutputInUseError(f"--output {output} holds a corpus of another dump or config ({shown}); "
+                                   "pass --overwrite true to replace it, or choose another folder")
+        else:
+            found = "overwritten"
+            if not dry_run:
+                storage.delete_files(files)
+    if not dry_run:
+        storage.write_json_atomic(record_path, identity)
+    return found

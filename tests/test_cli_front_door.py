@@ -49,6 +49,8 @@ def bad_values(corpus: Path, out: Path, dump: str) -> dict[str, tuple[list[str],
         "card": (["--corpus", c, "--dump_dat", "20200101"], "unknown option --dump_dat; did you mean --date?"),
         "fetch": (["--wiki", "enwiki", "--date", "20200101", "--output", o, "--retries", "many"], "--retries"),
         "sample": (["--output", f"{o}/s.xml", "--per_kind", "many"], "--per_kind"),
+        "train-tokenizer": (["--corpus", c, "--output", f"{o}/tok", "--vocab_size", "big"],
+                            "--vocab_size: 'big' is not a valid int"),
     }
 
 
@@ -93,6 +95,7 @@ def missing_paths(corpus: Path, out: Path) -> dict[str, list[str]]:
         "validate": ["--corpus", nope],
         "report": ["--corpus", nope],
         "card": ["--corpus", nope],
+        "train-tokenizer": ["--corpus", nope, "--output", f"{o}/tok"],
         "beam": ["run", f"{nope}.py"],
     }
 

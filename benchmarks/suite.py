@@ -61,6 +61,10 @@ SUITE: list[Benchmark] = [
     Benchmark("parallel", "corpus job", "DirectRunner with 2 worker processes vs 1", _py("bench_parallel.py", *_json("parallel"))),
     Benchmark("graph_build", "corpus job", "the job's fixed cost: memoised vs Beam's own DoFn-spec lookups",
               _py("bench_graph_build.py", *_json("graph_build"))),
+    Benchmark("pass2_source", "corpus job", "pass 2's articles: extract again vs read pass 1's compressed cache",
+              _py("bench_pass2_source.py", *_json("pass2_source"))),
+    Benchmark("tokenizer", "corpus job", "an own-language tokenizer (wikiedm train-tokenizer) vs GPT-2's: tokens per "
+              "character, a tiny-config step", _py("bench_tokenizer.py", "--output", "benchmarks/results/tokenizer.json")),
     Benchmark("labels", "corpus job", "missing-mention labels: links hidden from the shared dumps, recovered",
               _py("bench_labels.py", *_json("labels"))),
     # scale
@@ -108,9 +112,10 @@ SUITE: list[Benchmark] = [
     Benchmark("ablation_small-long", "ablation", "the same grid, `small-long` config (3x the steps)",
               _py("bench_ablation.py", "--config", "small-long")),
     # GPU only
-    Benchmark("gpu_check", "GPU", "MFU, EDMem vs BART, the memory kernels and the data path on a GPU",
-              ("bash", "benchmarks/gpu_check.sh", "--corpus", DATA_CORPUS),
-              helpers=("gpu_check_report.py", "bench_entity_softmax.py"), skip="needs a GPU"),
+    Benchmark("gpu_check", "GPU", "MFU at 1M entities beside BART, the memory read (kernels vs FlexAttention vs "
+              "blocked), the GPU tests and the data path on a GPU", ("bash", "benchmarks/gpu_check.sh"),
+              helpers=("gpu_check_report.py", "bench_entity_softmax.py", "bench_memory_read.py", "synth_corpus.py",
+                       "bench_trainer.py", "bench_data.py"), skip="needs a GPU"),
 ]
 
 # Scripts of benchmarks/ that write no results file of the suite: what each is for.

@@ -188,7 +188,10 @@ def shuffle_volume(counters: dict) -> dict:
     ``volume/<step>/requests`` and ``/table`` count the elements a key join shuffles,
     ``/request_bytes`` and ``/table_bytes`` their bytes as Beam's coder encodes them (requests from a
     1-in-16 sample); ``/records`` and ``/record_bytes`` (the lookup store's records) and ``/shuffled``
-    and ``/shuffled_bytes`` count any other shuffle's elements and bytes. Passages and alias rows cross the writers' shuffle once each.
+    and ``/shuffled_bytes`` count any other shuffle's elements and bytes. Alias rows cross the writers'
+    shuffle once each, and so do passages in a job that does not write them where their range is read
+    (one without ``volume/WritePassagesByRange/ranges``); the writers' bytes are not counted (the Parquet
+    written is reported beside them).
     """
     elements: dict[str, int] = {}
     nbytes: dict[str, int] = {}
@@ -200,10 +203,11 @@ def shuffle_volume(counters: dict) -> dict:
             elements[parts[1]] = elements.get(parts[1], 0) + value
         elif parts[2] in ("request_bytes", "table_bytes", "shuffled_bytes", "record_bytes"):
             nbytes[parts[1]] = nbytes.get(parts[1], 0) + value
-    written = sum(v for k, v in counters.items() if k.startswith("passages/") and k.count("/") == 1)
-    written += counters.get("volume/BuildAliasTable/out", 0)
+    written = counters.get("volume/BuildAliasTable/out", 0)
+    if "volume/WritePassagesByRange/ranges" not in counters:  # a job that shuffles passages to its writers
+        written += sum(v for k, v in counters.items() if k.startswith("passages/") and k.count("/") == 1)
     if elements:
-        elements["WriteShards (passages, alias rows)"] = written
+        elements["WriteShards"] = written
     return {"elements": elements, "bytes": nbytes}
 
 
@@ -380,9 +384,10 @@ ISSUE_RECORD = {
 
 
 def machine() -> dict:
-    return {"cpus": os.cpu_count(), "memory_gib": round(os.sysconf("SC_PHYS_PAGES") * PAGE_SIZE / 2**30, 1),
-            "platform": sys.platform, "python": sys.version.split()[0],
-            "note": "shared with other work: CPU-time ratios are the robust figures; load recorded per run"}
+    memory = round(os.sysconf("SC_PHYS_PAGES") * PAGE_SIZE / 2**30)
+    return {"cpus": os.cpu_count(), "memory_gib": memory, "python": sys.version.split()[0],
+            "platform": f"{os.uname().machine} Linux machine, {memory} GiB RAM, shared with other work (CPU-time "
+                        "ratios are the robust figures; the load average is recorded with every run)"}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -446,6 +451,75 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if all(r["rc"] == 0 for r in runs if r["session"] == session) else 1
 
 
+# The assumptions of the estimates (``estimates``): each one is stated here and shown beside them.
+ASSUMED = {
+    "enwiki_xml_gb": 95.0,  # pages-articles-multistream, ~23M pages, ~22 GB bz2 (Wikimedia's published sizes)
+    "dataflow_cpu_factor": 2.0,  # Dataflow vCPU-s per DirectRunner CPU-s here (serialisation, shuffle I/O, tails)
+    "usd_per_vcpu_hour": 0.071,  # n2-standard-4 on Dataflow batch, us-central1: $0.284/h for 4 vCPU, 16 GB, 50 GB disk
+    "usd_per_shuffle_gb": 0.011,  # Dataflow Shuffle, batch
+    "dataflow_vcpus": 128,  # 32 n2-standard-4 workers
+    "dataflow_utilisation": 0.7,
+    "dataflow_startup_and_tail_h": 0.25,
+    "workstation_xml_gb": 15.0,  # a mid-sized wiki (e.g. dewiki, frwiki: 15-25 GB of XML)
+    "workstation_cores": 16,
+    "workstation_ram_gb": 64,
+    "workstation_parallel_efficiency": 0.7,  # of 16 worker processes on 16 cores
+}
+
+
+def estimates(summary: dict, inputs: dict) -> dict:
+    """What the measured per-page rates imply for full English Wikipedia on Dataflow and for a 15 GB-XML wiki
+    on a 16-core, 64 GB workstation: estimates, from the marginal figures between the two largest sizes
+    each job ran at and the assumptions in ``ASSUMED``."""
+    out: dict[str, dict] = {}
+    contenders = summary["contenders"]
+    for label, entry in contenders.items():
+        name, _, workers = label.rpartition(", ")
+        if workers != "1 worker" or not entry.get("marginal"):
+            continue
+        sizes = sorted(entry["sizes"], key=int)
+        a, b = sizes[-2], sizes[-1]
+        m = entry["marginal"][f"x{a}->x{b}"]
+        xml_per_page = (inputs[b]["xml_bytes"] - inputs[a]["xml_bytes"]) / (inputs[b]["pages"] - inputs[a]["pages"])
+        cpu_s_per_xml_mb = m["cpu_ms_per_page"] / 1000 / (xml_per_page / 1e6)
+        big = entry["sizes"][b]
+        shuffled_per_xml_byte = big.get("shuffled_kib_per_page", 0) * 1024 / xml_per_page
+        est = {"from": f"{label}, x{a} -> x{b}", "xml_bytes_per_page": round(xml_per_page),
+               "cpu_s_per_xml_mb": round(cpu_s_per_xml_mb, 3),
+               "ram_bytes_per_xml_byte": m["ram_bytes_per_xml_byte"],
+               "shuffled_bytes_per_xml_byte": round(shuffled_per_xml_byte, 3)}
+        xml_mb = ASSUMED["enwiki_xml_gb"] * 1000
+        cpu_h = xml_mb * cpu_s_per_xml_mb / 3600
+        vcpu_h = cpu_h * ASSUMED["dataflow_cpu_factor"]
+        shuffle_gb = shuffled_per_xml_byte * ASSUMED["enwiki_xml_gb"]
+        compute_usd = vcpu_h * ASSUMED["usd_per_vcpu_hour"]
+        shuffle_usd = shuffle_gb * ASSUMED["usd_per_shuffle_gb"]
+        est["enwiki_dataflow"] = {
+            "cpu_hours_here": round(cpu_h, 1), "vcpu_hours": round(vcpu_h, 1), "shuffle_gb": round(shuffle_gb),
+            "compute_usd": round(compute_usd, 1), "shuffle_usd": round(shuffle_usd, 1),
+            "total_usd": round(compute_usd + shuffle_usd, 1),
+            "wall_hours": round(vcpu_h / (ASSUMED["dataflow_vcpus"] * ASSUMED["dataflow_utilisation"])
+                                + ASSUMED["dataflow_startup_and_tail_h"], 1)}
+        ws_xml_mb = ASSUMED["workstation_xml_gb"] * 1000
+        ws_cpu_h = ws_xml_mb * cpu_s_per_xml_mb / 3600
+        workstation = {"cpu_hours": round(ws_cpu_h, 1), "wall_hours_1_worker": round(ws_cpu_h, 1),
+                       "wall_hours": round(ws_cpu_h / (ASSUMED["workstation_cores"]
+                                                       * ASSUMED["workstation_parallel_efficiency"]), 1)}
+        one = big["peak_rss_mib"] * 2**20
+        ram_1 = one + m["ram_bytes_per_xml_byte"] * (ws_xml_mb * 1e6 - inputs[b]["xml_bytes"])
+        workstation["ram_gb_1_worker"] = round(ram_1 / 1e9, 1)
+        workstation["fits_in_ram_1_worker"] = workstation["ram_gb_1_worker"] <= ASSUMED["workstation_ram_gb"]
+        two = contenders.get(f"{name}, 2 workers", {}).get("sizes", {}).get(b)
+        if two:
+            per_worker = two["peak_rss_mib"] * 2**20 - one
+            workstation["ram_bytes_per_extra_worker"] = round(per_worker)
+            workstation["ram_gb"] = round((ram_1 + (ASSUMED["workstation_cores"] - 1) * per_worker) / 1e9, 1)
+            workstation["fits_in_ram"] = workstation["ram_gb"] <= ASSUMED["workstation_ram_gb"]
+        est["workstation"] = workstation
+        out[name] = est
+    return {"assumed": ASSUMED, "by_job": out}
+
+
 def write_results(path: Path, previous: dict, runs: list[dict], inputs: dict, dump: Path) -> dict:
     all_inputs = {**previous.get("inputs", {}), **{k: {kk: vv for kk, vv in v.items() if kk not in ("path", "index")}
                                                    for k, v in inputs.items()}}
@@ -458,8 +532,10 @@ def write_results(path: Path, previous: dict, runs: list[dict], inputs: dict, du
         "inputs": all_inputs,
         "summary": summarise(runs, all_inputs),
         "recorded_elsewhere": ISSUE_RECORD,
+        "estimates": None,
         "runs": runs,
     }
+    result["estimates"] = estimates(result["summary"], all_inputs)
     if path:
         path.write_text(json.dumps(result, indent=2) + "\n")
     return result

@@ -33,7 +33,7 @@ demo: demo-pipeline demo-train
 
 demo-pipeline: $(STAMP) $(DEMO_DUMP)
 	$(VENV)/bin/wikiedm corpus --input $(DEMO_DUMP) --output $(DEMO_OUT) \
-		--num_shards 2 --validation_fraction 0.05 --runner Direct
+		--validation_fraction 0.05 --runner Direct
 	$(VENV)/bin/wikiedm report --corpus $(DEMO_OUT)
 
 # A short run of the tiny config on 2 CPU ranks (DeepSpeed's CPU accelerator, gloo); one log line per step.

@@ -60,7 +60,7 @@ with DAG(
                                             "\"temp_location\": \"gs://...\", \"setup_file\": \"./setup.py\"}"),
         "job_config": Param("", type="string",
                             description="the job's YAML config, relative to the project (configs/pipeline/enwiki-full.yaml)"),
-        "job_options": Param({}, type="object", description="corpus job flags over the config, e.g. {\"num_shards\": 8}"),
+        "job_options": Param({}, type="object", description="corpus job flags over the config, e.g. {\"read_range_mb\": 64}"),
         "py_interpreter": Param(tasks.project_python(), type="string",
                                 description="python of the environment that has the project (runs the Beam job)"),
         "train": Param(False, type="boolean", description="pre-train on the published partition"),

@@ -17,6 +17,8 @@ from pipelines.corpus.labels import LabelConfig
 from wikiedm.config import ConfigError, ConfigParser, convert, parse_bool, parse_config  # noqa: F401 - re-exported
 from wikiedm.fields import option
 
+JOBS = ("twopass", "shuffle")
+
 
 @dataclass
 class WikiMentionsConfig:
@@ -44,17 +46,19 @@ class WikiMentionsConfig:
     passage_text: bool = option(True, "write each passage's text (column 'text': its tokens decoded; mention char offsets index it); false leaves the column out, the offsets stay passage-relative")
     validation_fraction: float = option(0.005, "fraction of pages held out (by a hash of the page id)")
     split_salt: str = option("", "salt of the split hash; change it to draw another validation set")
-    num_shards: int = option(0, "Parquet shards per split; 0 = derived from the data, ceil(passages / passages_per_shard) per split")
-    passages_per_shard: int = option(250_000, "target passages per shard when --num_shards is 0 (250k passages ~ 110 MB of Parquet)")
+    num_shards: int = option(0, "--job shuffle only (the two-pass job writes one passages file per read range and split: see --read_range_mb): Parquet shards per split; 0 = ceil(passages / passages_per_shard)")
+    passages_per_shard: int = option(250_000, "--job shuffle only: target passages per shard when --num_shards is 0")
     alias_shards: int = option(0, "Parquet shards of the alias table; 0 = ceil(rows / alias_rows_per_shard)")
     alias_rows_per_shard: int = option(2_000_000, "target alias-table rows per shard when --alias_shards is 0")
-    description_shards: int = option(0, "Parquet shards of the entity descriptions (first paragraph of each vocabulary entity's article); 0 = ceil(rows / descriptions_per_shard)")
-    descriptions_per_shard: int = option(100_000, "target description rows per shard when --description_shards is 0")
+    description_shards: int = option(0, "--job shuffle only (the two-pass job writes one descriptions file per read range): Parquet shards of the entity descriptions; 0 = ceil(rows / descriptions_per_shard)")
+    descriptions_per_shard: int = option(100_000, "--job shuffle only: target description rows per shard when --description_shards is 0")
     max_join_group: int = option(10_000, "most requests one join group may hold: keys with more (hub entities, popular link targets) are split into salted sub-groups")
     sort_buffer_rows: int = option(100_000, "rows a shard writer sorts in memory before spilling a sorted run to local disk")
     description_max_chars: int = option(2000, "longest entity description kept, in characters")
     row_group_rows: int = option(1000, "rows per Parquet row group (streaming reads)")
-    progress_every_s: float = option(10.0, "seconds between progress lines of a reader")
+    progress_every_s: float = option(10.0, "seconds between progress lines (a local run prints pages and bytes read, pages/s and an ETA; readers log theirs)")
+    job: str = option("twopass", "'twopass' (pass 1: tables from small records; pass 2: passages per read range, no text shuffled) or 'shuffle' (the earlier job, kept as the test oracle)")
+    lookup_shards: int = option(8, "SQLite shard files of pass 1's lookup store (OUT/lookup/, removed at the end); more shards build in parallel on more workers")
 
     def validate(self) -> None:
         if not self.input:
@@ -69,7 +73,11 @@ class WikiMentionsConfig:
             raise ValueError("--blink_model needs --blink_corpus (the corpus output its entity index covers)")
         if not (0.0 <= self.validation_fraction <= 1.0):
             raise ValueError("--validation_fraction must be within [0, 1]")
-        for name in ("row_group_rows", "entity_vocab_size", "max_redirect_hops", "passages_per_shard",
+        if self.job not in JOBS:
+            raise ValueError(f"--job must be one of {', '.join(JOBS)} (got {self.job!r})")
+        if self.progress_every_s <= 0:
+            raise ValueError("--progress_every_s must be > 0")
+        for name in ("row_group_rows", "entity_vocab_size", "max_redirect_hops", "passages_per_shard", "lookup_shards",
                      "alias_rows_per_shard", "descriptions_per_shard", "max_join_group", "sort_buffer_rows"):
             if getattr(self, name) < 1:
                 raise ValueError(f"--{name} must be >= 1")

@@ -82,9 +82,10 @@ class ExternalSorter:
 
 def _read_run(path: str) -> Iterator:
     with open(path, "rb", buffering=1 << 20) as fh:
-        unpickler = pickle.Unpickler(fh)
         while True:
             try:
-                yield unpickler.load()
+                # A fresh unpickler per item, as each was pickled with a cleared memo: one unpickler's memo
+                # would outlive the item, and the next item's memo references would reach stale objects.
+                yield pickle.load(fh)
             except EOFError:
                 return

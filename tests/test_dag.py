@@ -214,9 +214,9 @@ def test_dags_test_end_to_end_twice_replaces_the_partition_whole(airflow_env, sa
     first_input = dump("enwiki-2020-tiny-7pages.xml.bz2") if HAVE_WIKIDUMPS else sample_dump
     base = {"wiki": "enwiki", "dump_date": DUMP_DATE, "output_root": str(out_root), "py_interpreter": sys.executable}
 
-    # Run 1: a local dump (fetch skipped), 1 shard per split, then a 2-step training run when the trainer is there.
+    # Run 1: a local dump (fetch skipped), then a 2-step training run when the trainer is there.
     proc = _dags_test(airflow_env, "2026-01-01T00:00:00+00:00", {
-        **base, "input": first_input, "job_options": {"num_shards": 1, "keep_red_links": True},
+        **base, "input": first_input, "job_options": {"keep_red_links": True, "progress_every_s": 5},
         "train": HAVE_TRAINER, "train_max_steps": 2})
     assert proc.returncode == 0, _fail_message(proc)
     states = _task_states(airflow_env)
@@ -224,7 +224,7 @@ def test_dags_test_end_to_end_twice_replaces_the_partition_whole(airflow_env, sa
     assert {t: s for t, s in states.items() if t not in ("fetch_dump", "train")} == {
         t: "success" for t in EXPECTED_UPSTREAM if t not in ("fetch_dump", "train")}
     first = validate_output(str(partition))
-    assert first["config"]["input"] == first_input and first["config"]["num_shards"] == 1
+    assert first["config"]["input"] == first_input and first["config"]["progress_every_s"] == 5
     assert (partition / "README.md").read_text().startswith("---\nlicense: cc-by-sa-4.0")
     assert sorted(p.name for p in wiki_root.iterdir()) == [DUMP_DATE]  # no staging folder left
     if HAVE_TRAINER:
@@ -242,10 +242,10 @@ def test_dags_test_end_to_end_twice_replaces_the_partition_whole(airflow_env, sa
     (partition / "notes.txt").write_text("left by hand")
 
     # Run 2, same dump date: fetched from a mirror (checksums verified) when ../shared is there, read in
-    # parallel by multistream ranges on 2 workers, 2 shards per split; no training.
+    # parallel by multistream ranges on 2 workers (one passages file per range and split); no training.
     mirror = mirror_of_the_206_page_dump
     second = {**base, "input": mirror.url if mirror else sample_dump, "train": False,
-              "job_options": {"num_shards": 2, "keep_red_links": True, "read_range_mb": 1},
+              "job_options": {"keep_red_links": True, "read_range_mb": 1},
               "runner_options": {"direct_num_workers": 2, "direct_running_mode": "multi_processing"}}
     proc = _dags_test(airflow_env, "2026-01-02T00:00:00+00:00", second)
     assert proc.returncode == 0, _fail_message(proc)
@@ -255,9 +255,10 @@ def test_dags_test_end_to_end_twice_replaces_the_partition_whole(airflow_env, sa
     m = validate_output(str(partition))
     on_disk = sorted(str(p.relative_to(partition)) for p in partition.rglob("*") if p.is_file())
     assert on_disk == sorted([f["path"] for f in m["files"]] + ["manifest.json", "stats.json", "README.md"])
+    n = m["job"]["read_ranges"]  # one passages file per read range and split (2 for the 206-page mirror)
+    assert n == (2 if mirror else 1)
     assert sorted(p.name for p in (partition / "passages").iterdir()) == [
-        "train-00000-of-00002.parquet", "train-00001-of-00002.parquet",
-        "validation-00000-of-00002.parquet", "validation-00001-of-00002.parquet"]
+        f"{split}-{i:05d}-of-{n:05d}.parquet" for split in ("train", "validation") for i in range(n)]
     assert sorted(p.name for p in wiki_root.iterdir()) == [DUMP_DATE]
     if mirror:
         downloads = out_root / "_dumps" / "enwiki" / DUMP_DATE

@@ -20,7 +20,7 @@ from tests.conftest import HAVE_WIKIDUMPS, REPO, dump
 pytestmark = pytest.mark.slow
 
 NAMED_STEPS = ("ParseWikiDump", "ResolveRedirects", "ResolveLinks", "BuildAliasTable", "SelectEntityVocab",
-               "LabelMissingMentions", "ChunkWindows", "WriteShards", "WriteManifest")
+               "UsableTopAliases", "BuildLookupStore", "WritePassagesByRange", "WriteAliasTable", "WriteManifest")
 # Valid-looking names: Beam validates them even in a dry run, and an invalid bucket (such as the 1-letter
 # "gs://b") sends it looking for a default bucket over the network.
 GCP = ["--project", "wikiedm-dry-run", "--region", "us-central1", "--temp_location", "gs://wikiedm-dry-run/tmp",
@@ -56,7 +56,7 @@ def test_dry_run_on_the_command_line_builds_the_job_and_submits_nothing(excerpt)
 def test_dataflow_job_graph_has_every_named_step(excerpt, monkeypatch):
     monkeypatch.chdir(REPO)  # --setup_file ./setup.py, as in docs/orchestration.md
     DataflowRunner.last = None
-    rc = run(["--input", excerpt, "--output", "gs://wikiedm-dry-run/out", "--read_range_mb", "1", "--num_shards", "16",
+    rc = run(["--input", excerpt, "--output", "gs://wikiedm-dry-run/out", "--read_range_mb", "1",
               f"--runner={__name__}.DataflowRunner", "--dry_run", "true", *GCP])
     assert rc == 0
     runner = DataflowRunner.last
@@ -66,8 +66,10 @@ def test_dataflow_job_graph_has_every_named_step(excerpt, monkeypatch):
     names = {t.unique_name for t in transforms.values()}
     top_level = {transforms[s].unique_name for root in proto.root_transform_ids for s in transforms[root].subtransforms}
     assert set(NAMED_STEPS) <= top_level, sorted(set(NAMED_STEPS) - top_level)
-    # The sharded writes exist per expected file set, and the manifest reads every written file as a side input.
-    assert {"WriteShards/GroupByFile", "WriteShards/WriteParquet", "WriteManifest"} <= names
+    # Pass 1's store is built by shard and is pass 2's side input (the store's files reach the workers as
+    # files); pass 2 writes its files where it reads them; the manifest reads every written file as a side input.
+    assert {"BuildLookupStore/GroupByShard", "WritePassagesByRange/LabelTokenizeWrite", "WriteAliasTable/GroupByFile",
+            "WriteManifest"} <= names
     assert runner.job.proto.type_.name == "JOB_TYPE_BATCH"
     # Workers get the project as an sdist built from setup.py, staged as workflow.tar.gz.
     from apache_beam.portability.api import beam_runner_api_pb2

@@ -62,7 +62,7 @@ def test_card_of_the_206_page_enwiki_run(enwiki206_corpus: Path, tmp_path: Path)
     for split, glob in splits.items():
         on_disk = sorted(str(p.relative_to(out)) for p in out.glob(glob))
         in_manifest = sorted(f["path"] for f in m["files"] if fnmatch.fnmatchcase(f["path"], glob))
-        assert on_disk == in_manifest and len(on_disk) == m["config"]["num_shards"]
+        assert on_disk == in_manifest and len(on_disk) == m["job"]["read_ranges"]  # one file per range and split
     configs = {c["config_name"] for c in front["configs"]}
     assert {"default", "entity_vocab", "alias_table"} <= configs
 

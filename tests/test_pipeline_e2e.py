@@ -74,7 +74,9 @@ def test_manifest_is_complete_and_checksums_match(sample_corpus: Path):
     kinds = {f["kind"] for f in m["files"]}
     assert kinds == {"passages", "alias_table", "entity_vocab", "entity_descriptions", "dead_letters", "tokenizer"}
     shards = sorted(f["path"] for f in m["files"] if f["kind"] == "passages")
-    assert shards == [f"passages/{s}-{i:05d}-of-00003.parquet" for s in ("train", "validation") for i in range(3)]
+    n = m["job"]["read_ranges"]  # the two-pass job writes one file per read range and split
+    assert n == 1 and shards == [f"passages/{s}-{i:05d}-of-{n:05d}.parquet" for s in ("train", "validation")
+                                 for i in range(n)]
     assert m["config"]["window"] == 128 and m["config"]["overlap"] == 10
     stats = json.loads((sample_corpus / "stats.json").read_text())
     assert stats["counters"] == m["counters"]

@@ -251,3 +251,19 @@ def test_bytes_sample_is_one_in_16_by_default_and_every_request_when_asked():
     out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "WIKIEDM_JOIN_BYTES_SAMPLE": "1"},
                          capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "True"
+
+
+def test_external_sort_keeps_items_whose_parts_are_shared_objects():
+    """An item holding one object twice is pickled with a memo reference; each spilled item's references must
+    reach its own objects, not a previous item's (a regression: one unpickler for a whole run did that)."""
+    from pipelines.external_sort import ExternalSorter
+
+    items = []
+    for i in range(50):
+        shared = f"value {i}"
+        items.append((i % 7, i, (shared, shared), {"alias": shared, "entity": shared}))
+    with ExternalSorter(lambda item: item[:2], buffer_items=3) as sorter:
+        for item in items:
+            sorter.add(item)
+        assert sorter.spilled_runs > 1
+        assert list(sorter.sorted()) == sorted(items, key=lambda item: item[:2])

@@ -12,9 +12,10 @@ has thousands of anchor texts, and no alias the page itself links with is lost.
 """
 from __future__ import annotations
 
-from pipelines.corpus.alias_table import SOURCE_REDIRECT
+from pipelines.corpus.alias_table import SOURCE_REDIRECT, clean_alias
 from pipelines.corpus.labels import (
     LINKED,
+    TITLE,
     AliasCandidate,
     LabelConfig,
     PackedAlias,
@@ -23,6 +24,9 @@ from pipelines.corpus.labels import (
     rejection_reason,
     strip_disambiguation,
 )
+from pipelines.corpus.resolution import usable_link
+from schemas.corpus import MentionSource
+from wikiedm.records import Mention
 
 
 def alias_rank(alias: str, entity: str, count: int, sources: tuple[str, ...]) -> tuple:
@@ -66,3 +70,46 @@ class RankedAliases:
             return tuple(head)
         later = sorted(i for i in (self.position.get(a) for a in page_anchors) if i is not None and i >= top)
         return tuple(head) + tuple(self.ranked[i] for i in later)
+
+
+def page_candidates(title: str, links, resolve, aliases_of, keep_red_links: bool, top_per_page: int):
+    """One page's hyperlink mentions and label candidates, from table lookups (the two-pass job).
+
+    ``links``: the article's LinkMentions; ``resolve(target)`` -> (status, entity) of a link target
+    (``(RED_LINK, target)`` when the dump has no such page); ``aliases_of(entity)`` -> the entity's
+    :class:`RankedAliases` (its usable aliases, at most ``max_aliases_per_entity``, best first), or None.
+
+    Returns (hyperlinks, entities): a Mention for every link whose target resolves to an entity (in
+    link order), and (entity, origins, aliases) for each entity the page links to or is titled by,
+    with the aliases :meth:`RankedAliases.for_page` picks (the first ``top_per_page`` and the page's
+    own anchor texts of the entity), for those with any. The same candidates as the shuffle job's
+    CandidatesForEntityFn + LabelArticleFn, which gathered them by joins keyed by entity and page.
+    """
+    entity_of: dict[str, str] = {}
+    anchors: dict[str, set] = {}
+    unusable: set[str] = set()
+    for link in links:
+        target = link.target
+        if target in unusable:
+            continue
+        entity = entity_of.get(target)
+        if entity is None:
+            status, entity = resolve(target)
+            if not usable_link(status, keep_red_links):
+                unusable.add(target)
+                continue
+            entity_of[target] = entity
+        anchors.setdefault(entity, set()).add(clean_alias(link.surface))
+    hyperlink = MentionSource.HYPERLINK
+    hyperlinks = [Mention(link.start, link.end, link.surface, entity_of[link.target], hyperlink)
+                  for link in links if link.target in entity_of]
+    entities = []
+    for entity in sorted(anchors.keys() | {title}):
+        origins = tuple(o for o, present in ((LINKED, entity in anchors), (TITLE, entity == title)) if present)
+        ranked = aliases_of(entity)
+        if ranked is None:
+            continue
+        aliases = ranked.for_page(top_per_page, anchors.get(entity, ()))
+        if aliases:
+            entities.append((entity, origins, aliases))
+    return hyperlinks, entities

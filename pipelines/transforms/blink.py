@@ -82,29 +82,38 @@ class _LinkerDoFn(CountingDoFn):
         self.linker = None
 
     def setup(self) -> None:
-        config = self.linker_config
+        self._holder, self.linker = shared_linker(self._shared, self.linker_config)  # holder kept: a weak ref
 
-        class _Holder:  # Shared needs a weak-referenceable object
-            def __init__(self):
-                self.linker = Linker(config, build_encodings=False)
 
-        self._holder = self._shared.acquire(_Holder)  # kept: Shared only holds a weak reference
-        self.linker = self._holder.linker
+def blink_label(linker, article: LabeledArticle, count) -> LabeledArticle:
+    """The article with the linker's labels for its unlabelled spans; ``count(name, n)`` counts them."""
+    blocked = [(m.start, m.end) for m in article.mentions]
+    spans = linker.detect(article.text, blocked)
+    count("blink/articles", 1)
+    count("blink/detected_spans", len(spans))
+    linked = linker.link_spans(article.text, spans) if spans else []
+    linked = [lm for lm in linked if lm.entity_id >= 0 or linker.config.kb_unmapped == "keep"]
+    labeled, counts = add_blink_mentions(article, linked, linker.config.threshold)
+    count(f"mentions/{BLINK}", counts.added)
+    count("blink/rejected_below_threshold", counts.below_threshold)
+    count("blink/rejected_overlapping", counts.overlapping)
+    return labeled
+
+
+def shared_linker(shared: Shared, config):
+    """(holder, linker): the process's one Linker for ``config`` (keep the holder: Shared holds it weakly)."""
+
+    class _Holder:  # Shared needs a weak-referenceable object
+        def __init__(self):
+            self.linker = Linker(config, build_encodings=False)
+
+    holder = shared.acquire(_Holder)
+    return holder, holder.linker
 
 
 class AddBlinkLabelsFn(_LinkerDoFn):
     def process(self, article: LabeledArticle):
-        blocked = [(m.start, m.end) for m in article.mentions]
-        spans = self.linker.detect(article.text, blocked)
-        self.count("blink/articles")
-        self.count("blink/detected_spans", len(spans))
-        linked = self.linker.link_spans(article.text, spans) if spans else []
-        linked = [lm for lm in linked if lm.entity_id >= 0 or self.linker.config.kb_unmapped == "keep"]
-        labeled, counts = add_blink_mentions(article, linked, self.linker.config.threshold)
-        self.count(f"mentions/{BLINK}", counts.added)
-        self.count("blink/rejected_below_threshold", counts.below_threshold)
-        self.count("blink/rejected_overlapping", counts.overlapping)
-        yield labeled
+        yield blink_label(self.linker, article, self.count)
 
 
 def blink_linker_config(model: str, corpus: str, language: str = "en", config_file: str = "", **overrides):

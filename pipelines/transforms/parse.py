@@ -3,7 +3,7 @@
 Thin DoFns around ``pipelines.dump`` (reading) and ``pipelines.wikitext``
 (extraction). Reading is split into byte ranges of whole bz2 streams when a
 multistream index is available, so many workers decompress in parallel;
-otherwise one worker reads the file and a Reshuffle spreads its pages.
+otherwise one worker reads the file (and, in the shuffle job, a Reshuffle spreads its pages).
 """
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ from apache_beam.transforms.window import GlobalWindows
 
 from pipelines.corpus.page_kinds import BAD_PAGE, NOT_IN_MAIN_NAMESPACE, classify_page
 from pipelines.corpus.resolution import ARTICLE, DISAMBIGUATION, OTHER_NAMESPACE_REDIRECT, REDIRECT
-from pipelines.dump import ReadRange, iter_pages
+from pipelines.dump import ReadRange, ReadStats, iter_pages
+from pipelines.progress import RangeProgress, range_bytes
 from pipelines.records import Article, DeadLetter, RawPage, SiteInfo
 from pipelines.transforms.stats import STATS, CountingDoFn
 from pipelines.wikitext import (
@@ -75,6 +76,7 @@ class ParseOptions:
     max_wikitext_chars: int
     progress_every_s: float
     disambiguation: DisambiguationConfig
+    progress_folder: str = ""  # where readers write their progress records (pipelines.progress); "" = none
 
 
 class _DeadLetterLogging:
@@ -102,8 +104,10 @@ class ReadPagesFn(CountingDoFn, _DeadLetterLogging):
         started = last = time.monotonic()
         pages = 0
         chars = 0
+        stats = ReadStats()
+        progress = range_progress(read_range, self.options, 1)
         for item in iter_pages(read_range.path, read_range.start, read_range.end,
-                               max_page_bytes=self.options.max_page_bytes):
+                               max_page_bytes=self.options.max_page_bytes, stats=stats):
             if isinstance(item, DeadLetter):
                 self.count(f"dead_letters/{item.stage}/{item.reason}")
                 self.log_dead(item)
@@ -120,8 +124,18 @@ class ReadPagesFn(CountingDoFn, _DeadLetterLogging):
                 rate = pages / max(now - started, 1e-9)
                 log.info("read %d pages from %s [%s:%s] (%.0f pages/s, %.1f M wikitext chars)",
                          pages, read_range.path, read_range.start, read_range.end, rate, chars / 1e6)
+                progress.pages, progress.bytes_read = pages, stats.raw_bytes
+                progress.write()
+        progress.pages, progress.bytes_read, progress.done = pages, progress.range_bytes, True
+        progress.write()
         log.info("finished %s [%s:%s]: %d pages in %.1fs", read_range.path, read_range.start,
                  read_range.end, pages, time.monotonic() - started)
+
+
+def range_progress(read_range: ReadRange, options: ParseOptions, pass_number: int) -> RangeProgress:
+    """The progress record of a reader of ``read_range`` (writes nothing without a progress folder)."""
+    size = range_bytes(read_range.path, read_range.start, read_range.end) if options.progress_folder else 0
+    return RangeProgress(options.progress_folder, pass_number, read_range.start, size)
 
 
 class ClassifyPagesFn(CountingDoFn, _DeadLetterLogging):
@@ -238,11 +252,15 @@ class ParseWikiDump(beam.PTransform):
     :mod:`pipelines.corpus.resolution`), ``dead`` (DeadLetter) and ``stats``.
     """
 
-    def __init__(self, ranges: list[ReadRange], site: SiteInfo, options: ParseOptions) -> None:
+    def __init__(self, ranges: list[ReadRange], site: SiteInfo, options: ParseOptions,
+                 spread_pages: bool = True) -> None:
         super().__init__()
         self.ranges = ranges
         self.site = site
         self.options = options
+        # False: each range's pages are classified where they are read (the two-pass job: its consumers
+        # keep only small records, and the ranges already give parallel reads); True: a Reshuffle first.
+        self.spread_pages = spread_pages
 
     def expand(self, pbegin):
         source = self.ranges[0].path if self.ranges else ""
@@ -257,9 +275,9 @@ class ParseWikiDump(beam.PTransform):
             | "SpreadRanges" >> beam.Reshuffle()
             | "ReadPages" >> beam.ParDo(ReadPagesFn(self.options)).with_outputs(DEAD, STATS, main="pages")
         )
+        pages = read.pages | "SpreadPages" >> beam.Reshuffle() if self.spread_pages else read.pages
         classified = (
-            read.pages
-            | "SpreadPages" >> beam.Reshuffle()
+            pages
             | "ClassifyPages" >> beam.ParDo(ClassifyPagesFn(self.site, self.options)).with_outputs(
                 REDIRECTS, PAGE_KINDS, DEAD, STATS, TEMPLATE_NAMES, main=ARTICLES)
         )

@@ -156,9 +156,10 @@ class ResolveTargetFn(GroupJoinFn):
 
     join_name = "ResolveLinkTargets"
 
-    def __init__(self, keep_red_links: bool) -> None:
+    def __init__(self, keep_red_links: bool, emit_refs: bool = True) -> None:
         super().__init__()
         self.keep_red_links = keep_red_links
+        self.emit_refs = emit_refs
 
     def join(self, target, salt, resolutions, linkers):
         status, entity = resolve_link_target(target, resolutions)
@@ -170,7 +171,7 @@ class ResolveTargetFn(GroupJoinFn):
         refs = []  # the group's pages all refer to one entity: one element for them (at most max_group)
         for page_id, surfaces in linkers:
             pages += 1
-            if usable:
+            if usable and self.emit_refs:
                 refs.append((page_id, LINKED, target, tuple(s for s, _ in surfaces)))
             for surface, n in surfaces:
                 total += n
@@ -181,7 +182,7 @@ class ResolveTargetFn(GroupJoinFn):
         if not usable:
             self.count(f"links_dropped/{status}", total)
         self.count("volume/ResolveLinks/in", pages)
-        self.count("volume/ResolveLinks/out", (pages + len(anchors) + 1) if usable else 0)
+        self.count("volume/ResolveLinks/out", (len(refs) + len(anchors) + 1) if usable else 0)
         if usable:
             for surface, n in anchors.items():
                 yield beam.pvalue.TaggedOutput(ANCHORS, ((surface, entity), n))
@@ -189,18 +190,22 @@ class ResolveTargetFn(GroupJoinFn):
 
 
 class ResolveLinks(beam.PTransform):
-    """Join every article's link targets with the title resolutions."""
+    """Join every article's link targets with the title resolutions.
 
-    def __init__(self, keep_red_links: bool, max_group: int) -> None:
+    ``emit_refs`` False (the two-pass job, whose pass 2 resolves links by lookup): no ``entity_refs``
+    for the label join, only the anchor and link counts."""
+
+    def __init__(self, keep_red_links: bool, max_group: int, emit_refs: bool = True) -> None:
         super().__init__()
         self.keep_red_links = keep_red_links
         self.max_group = max_group
+        self.emit_refs = emit_refs
 
     def expand(self, inputs):
         articles, resolutions = inputs["articles"], inputs["resolutions"]
         targets = articles | "LinkTargetsByPage" >> beam.FlatMap(link_targets_by_page)
         out = {"requests": targets, "table": resolutions} | "JoinTargetResolutions" >> LookupJoin(
-            ResolveTargetFn(self.keep_red_links), lambda request: request[0], self.max_group,
+            ResolveTargetFn(self.keep_red_links, self.emit_refs), lambda request: request[0], self.max_group,
             outputs=(ANCHORS, ENTITY_LINKS), main=ENTITY_REFS)
         return {
             "entity_refs": out[ENTITY_REFS],

@@ -43,7 +43,8 @@ log = logging.getLogger(__name__)
 
 # Output folders owned by the job: stale files there (from an earlier run with
 # other shard counts) are removed before the manifest is written.
-OWNED_FOLDERS = ("passages", "alias_table", "entity_vocab", "entity_descriptions", "dead_letters", "tokenizer")
+OWNED_FOLDERS = ("passages", "alias_table", "entity_vocab", "entity_descriptions", "dead_letters", "tokenizer",
+                 "lookup", "progress")  # the last two: the two-pass job's working files, never in the manifest
 SORT_BUFFER_ROWS = 100_000  # rows a writer sorts in memory before spilling a run to local disk
 
 

@@ -51,7 +51,6 @@ pre-pass's counts (see :mod:`pipelines.wikitext.prepass`).
 from __future__ import annotations
 
 import re
-import unicodedata
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from itertools import accumulate, chain
@@ -74,6 +73,7 @@ from mwparserfromhell.wikicode import Wikicode
 
 from pipelines.records import LinkMention, SiteInfo
 from pipelines.wikitext.errors import ExtractionError
+from pipelines.wikitext.fastrender import Decline, render_fast
 from pipelines.wikitext.namespaces import NS_CATEGORY, NS_FILE, NamespaceTable, namespace_table
 from pipelines.wikitext.prepass import (
     DEFAULT_MAX_DEPTH,
@@ -82,6 +82,10 @@ from pipelines.wikitext.prepass import (
     prepass,
 )
 from pipelines.wikitext.templates import registry_for
+from pipelines.wikitext.textparts import BLOCK_TAGS as _BLOCK_TAGS
+from pipelines.wikitext.textparts import DROPPED_HTML_TAGS as _DROPPED_HTML_TAGS
+from pipelines.wikitext.textparts import Builder as _Builder
+from pipelines.wikitext.textparts import unicode_trail_length
 from pipelines.wikitext.titles import (
     ARTICLE,
     INTERLANGUAGE,
@@ -96,12 +100,6 @@ from pipelines.wikitext.titles import (
 
 DEFAULT_MAX_INPUT_CHARS = 8_000_000  # the largest enwiki articles are ~1.5M
 
-_BLOCK_TAGS = frozenset((
-    "p", "div", "blockquote", "center", "ul", "ol", "li", "dl", "dt", "dd", "h1", "h2",
-    "h3", "h4", "h5", "h6", "tr", "td", "th", "caption", "figure", "figcaption", "poem",
-    "hr", "br",
-))
-_DROPPED_HTML_TAGS = {"table": "links_in_table", "style": "links_in_tag", "script": "links_in_tag"}
 _APOSTROPHE_RUN = re.compile(r"''+")  # (one literal first: found quickly)
 _STRAY_MARKUP = re.compile(r"\[\[|\]\]|\{\{|\}\}")
 _PARENTHETICAL = re.compile(r"\s*[(\uff08][^()\uff08\uff09]*[)\uff09]\s*$")
@@ -192,23 +190,6 @@ def _render_tree(renderer: "_Renderer", code: Wikicode, out: "_Builder", title: 
         raise ExtractionError("recursion_error", f"{title!r}: markup nested too deeply") from err
     except Exception as err:  # a tree shape the walker does not expect: fail this page only
         raise ExtractionError("render_error", f"{title!r}: {type(err).__name__}: {err}") from err
-
-
-@dataclass(slots=True)
-class _Builder:
-    """Output pieces with a running length, and the mention spans recorded so far."""
-
-    parts: list[str] = field(default_factory=list)
-    size: int = 0
-    spans: list[tuple[int, int, str]] = field(default_factory=list)  # start, end, target
-
-    def emit(self, piece: str) -> None:
-        if piece:
-            self.parts.append(piece)
-            self.size += len(piece)
-
-    def text(self) -> str:
-        return "".join(self.parts)
 
 
 class _Renderer:
@@ -428,33 +409,6 @@ def _pipe_trick(target: LinkTarget) -> str:
 
 
 # -- link trails -------------------------------------------------------------
-_SCRIPTS_WITHOUT_TRAILS = (
-    (0x0E00, 0x0EFF), (0x0F00, 0x0FFF), (0x1000, 0x109F), (0x1100, 0x11FF), (0x1780, 0x17FF),
-    (0x2E80, 0x31FF), (0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xA960, 0xA97F), (0xAC00, 0xD7FF),
-    (0xF900, 0xFAFF), (0xFF66, 0xFF9F), (0x20000, 0x3FFFF),
-)
-
-
-def _is_trail_char(char: str, previous_is_letter: bool) -> bool:
-    if char.isalpha():
-        if char.isupper() or char.istitle():
-            return False
-        code = ord(char)
-        return not any(low <= code <= high for low, high in _SCRIPTS_WITHOUT_TRAILS)
-    # Combining marks (Devanagari vowel signs, ...) continue a word.
-    return previous_is_letter and unicodedata.category(char)[0] == "M"
-
-
-def unicode_trail_length(text: str) -> int:
-    """Length of the link trail at the start of ``text`` under the Unicode rule."""
-    length = 0
-    for char in text:
-        if not _is_trail_char(char, length > 0):
-            break
-        length += 1
-    return length
-
-
 def _trail_rule(pattern: str | None) -> Callable[[str], int]:
     if pattern is None:
         return unicode_trail_length
@@ -688,4 +642,3 @@ def _substitute(text: str, pattern: re.Pattern[str], replacement: Callable[[re.M
 
 
 # At the end: the fast path uses this module's builder and tag tables.
-from pipelines.wikitext.fastrender import Decline, render_fast  # noqa: E402

@@ -35,16 +35,14 @@ import mwparserfromhell
 from mwparserfromhell.definitions import is_scheme
 from mwparserfromhell.nodes import ExternalLink, HTMLEntity, Tag
 
-from pipelines.wikitext.extract import (
-    _BLOCK_TAGS,
-    _DROPPED_HTML_TAGS,
-    DROPPED_TAG_REASONS,
-    _Builder,
-    unicode_trail_length,
-)
+from pipelines.wikitext.prepass import DROPPED_TAG_REASONS
+from pipelines.wikitext.textparts import BLOCK_TAGS as _BLOCK_TAGS
+from pipelines.wikitext.textparts import DROPPED_HTML_TAGS as _DROPPED_HTML_TAGS
+from pipelines.wikitext.textparts import Builder as _Builder
+from pipelines.wikitext.textparts import unicode_trail_length
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pipelines.wikitext.extract import _Renderer
+    from typing import Any as _Renderer  # pipelines.wikitext.extract._Renderer (which imports this module)
 
 TOP, TAG, LABEL, TITLE, HEADING = range(5)
 MAX_DEPTH = 24

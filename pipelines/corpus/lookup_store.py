@@ -1,0 +1,199 @@
+"""The lookup store: pass 1's global tables as files that pass 2 reads by key (pure; no Beam).
+
+Pass 2 labels each page with table lookups instead of joins: for every title (a page title or a link
+target) what it resolves to, for every entity its ranked aliases (what the labeller may use, capped per
+entity), its vocabulary id, and the smallest page id of the articles with that title (the article
+that describes the entity). All four are keyed by a title, so one row per title holds them.
+
+The store is ``shards`` SQLite files (stdlib, maintained, memory-mapped reads through the page cache:
+every process on a machine shares one copy). A title's shard is ``stable_shard(title, shards)``. A shard
+is built by :class:`StoreShardWriter` from its records in any order: they are sorted on local disk
+(:class:`~pipelines.external_sort.ExternalSorter`), merged per title, and inserted in key order, so
+the file is the same bytes for the same records, and no shard is ever held in memory whole.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import sqlite3
+import tempfile
+import threading
+from collections import OrderedDict
+from typing import Iterable, Iterator
+
+from pipelines.corpus.candidates import RankedAliases
+from pipelines.external_sort import ExternalSorter
+
+# The record kinds a shard is built from: (kind, title, value).
+RESOLUTION = 0  # value: (status, entity); a title with several (duplicate titles): the smallest
+ALIASES = 1  # value: the entity's ranked usable aliases, [(rank, packed alias), ...] (any order)
+VOCAB_ID = 2  # value: the entity's vocabulary id
+FIRST_ARTICLE = 3  # value: the page id of an article with this title; the smallest is kept
+
+_SCHEMA = ("CREATE TABLE titles (title TEXT PRIMARY KEY, status TEXT, entity TEXT, aliases BLOB, "
+           "vocab_id INTEGER, first_article INTEGER) WITHOUT ROWID")
+_BATCH = 500  # titles per SELECT ... IN (...) (SQLite's default limit of host parameters is 32766)
+
+
+def stable_shard(key: str, count: int) -> int:
+    """The shard of ``key`` (BLAKE2b, the same in every process; :func:`pipelines.transforms.write.stable_shard`)."""
+    digest = hashlib.blake2b(key.encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest, "big") % count
+
+
+def shard_name(index: int, count: int) -> str:
+    return f"lookup-{index:05d}-of-{count:05d}.sqlite"
+
+
+def _record_order(record):
+    kind, title, value = record
+    return title, kind, value if kind != ALIASES else ()
+
+
+def merged_rows(records: Iterable[tuple]) -> Iterator[tuple]:
+    """Sorted (kind, title, value) records -> one table row per title, in title order."""
+    row = None
+    for kind, title, value in records:
+        if row is None or row[0] != title:
+            if row is not None:
+                yield _finish(row)
+            row = [title, None, None, None, None, None]
+        if kind == RESOLUTION:
+            if row[1] is None:  # sorted: the smallest (status, entity) first
+                row[1], row[2] = value
+        elif kind == ALIASES:
+            row[3] = value
+        elif kind == VOCAB_ID:
+            row[4] = value
+        elif kind == FIRST_ARTICLE:
+            if row[5] is None or value < row[5]:
+                row[5] = value
+        else:
+            raise ValueError(f"unknown lookup record kind {kind!r}")
+    if row is not None:
+        yield _finish(row)
+
+
+def _finish(row: list) -> tuple:
+    if row[3] is not None:  # best first, as the labeller reads them (RankedAliases)
+        row[3] = pickle.dumps([packed for _rank, packed in sorted(row[3])], protocol=pickle.HIGHEST_PROTOCOL)
+    return tuple(row)
+
+
+def write_shard(records: Iterable[tuple], path: str, sort_buffer: int = 200_000) -> int:
+    """Build one shard file at the local ``path`` from its (kind, title, value) records; returns its rows."""
+    if os.path.exists(path):
+        os.remove(path)
+    rows = 0
+    with ExternalSorter(_record_order, sort_buffer) as sorter:
+        for record in records:
+            sorter.add(record)
+        db = sqlite3.connect(path)
+        try:
+            db.execute("PRAGMA journal_mode=OFF")
+            db.execute("PRAGMA synchronous=OFF")
+            db.execute(_SCHEMA)
+            batch = []
+            for row in merged_rows(sorter.sorted()):
+                batch.append(row)
+                if len(batch) >= 10_000:
+                    db.executemany("INSERT INTO titles VALUES (?, ?, ?, ?, ?, ?)", batch)
+                    rows += len(batch)
+                    batch = []
+            db.executemany("INSERT INTO titles VALUES (?, ?, ?, ?, ?, ?)", batch)
+            rows += len(batch)
+            db.commit()
+        finally:
+            db.close()
+    return rows
+
+
+class LookupStore:
+    """Read-only lookups in the store's shard files (local paths), with a small per-process cache.
+
+    ``get(titles)`` -> {title: (status, entity, RankedAliases, vocab_id, first_article)} for the titles
+    that have a row (any field may be None: a red-link target has no row at all).
+    """
+
+    def __init__(self, paths: list[str], cache_titles: int = 50_000) -> None:
+        self.paths = list(paths)
+        self._dbs = [sqlite3.connect(f"file:{p}?mode=ro&immutable=1", uri=True, check_same_thread=False)
+                     for p in self.paths]
+        for db in self._dbs:
+            db.execute("PRAGMA mmap_size=1073741824")  # reads through the page cache, shared by processes
+        self._cache: OrderedDict = OrderedDict()
+        self._cache_titles = cache_titles
+        self.lookups = 0
+        self.cache_hits = 0
+
+    def get(self, titles: Iterable[str]) -> dict[str, tuple]:
+        found: dict[str, tuple] = {}
+        missing_by_shard: dict[int, list[str]] = {}
+        cache = self._cache
+        n = len(self._dbs)
+        for title in set(titles):
+            self.lookups += 1
+            hit = cache.get(title)
+            if hit is not None:
+                self.cache_hits += 1
+                cache.move_to_end(title)
+                if hit is not _ABSENT:
+                    found[title] = hit
+                continue
+            missing_by_shard.setdefault(stable_shard(title, n), []).append(title)
+        for shard, wanted in missing_by_shard.items():
+            db = self._dbs[shard]
+            got = {}
+            for i in range(0, len(wanted), _BATCH):
+                part = wanted[i:i + _BATCH]
+                query = f"SELECT * FROM titles WHERE title IN ({','.join('?' * len(part))})"
+                for title, status, entity, aliases, vocab_id, first in db.execute(query, part):
+                    got[title] = (status, entity, RankedAliases(pickle.loads(aliases)) if aliases is not None else None,
+                                  vocab_id, first)
+            for title in wanted:
+                value = got.get(title)
+                if value is not None:
+                    found[title] = value
+                self._remember(title, value if value is not None else _ABSENT)
+        return found
+
+    def _remember(self, title: str, value) -> None:
+        cache = self._cache
+        cache[title] = value
+        if len(cache) > self._cache_titles:
+            cache.popitem(last=False)
+
+    def close(self) -> None:
+        for db in self._dbs:
+            db.close()
+        self._dbs = []
+
+
+_ABSENT = object()
+_OPEN: dict[tuple, LookupStore] = {}
+_OPEN_LOCK = threading.Lock()
+
+
+def open_store(paths: list[str], copy_remote) -> LookupStore:
+    """The process's one LookupStore for these shard files, opened on first use.
+
+    ``copy_remote(path, local_path)`` copies a shard that is not on local disk (gs://...) once per
+    process, to a temporary folder (Dataflow workers: the tables reach them as files)."""
+    key = tuple(paths)
+    with _OPEN_LOCK:
+        store = _OPEN.get(key)
+        if store is None:
+            local = []
+            tmp = None
+            for path in paths:
+                if os.path.exists(path):
+                    local.append(path)
+                    continue
+                if tmp is None:
+                    tmp = tempfile.mkdtemp(prefix="wikiedm-lookup-")
+                target = os.path.join(tmp, os.path.basename(path))
+                copy_remote(path, target)
+                local.append(target)
+            store = _OPEN[key] = LookupStore(local)
+        return store

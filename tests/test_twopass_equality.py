@@ -1,0 +1,75 @@
+"""The two-pass job (the default) against the shuffle job (``--job shuffle``, its oracle), on every shared dump.
+
+Both jobs run with the shared-dump arguments (tests/conftest.py: SHARED_DUMP_JOB_ARGS); the two-pass run is
+the session's (shared_dump_corpus). Their passages (every column, and the split of each), alias table,
+vocabulary, entity descriptions, dead letters and counters must be equal row for row; shard file names and
+counts differ by design (the two-pass job writes one file per read range and split). The counters that differ
+by design are listed, with their reason, in tests/corpus_equality.py (COUNTERS_THAT_DIFFER): each job's own
+shuffle volumes and join groups, and the lookup store's size.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import apache_beam as beam
+import pytest
+
+from tests.conftest import SHARED_DUMP_JOB_ARGS, distinct_dumps, dump, needs_shared, run_job_here
+from tests.corpus_equality import COUNTERS_THAT_DIFFER, differences
+
+pytestmark = [needs_shared]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", distinct_dumps())
+def test_twopass_job_makes_the_shuffle_jobs_corpus(name: str, shared_dump_corpus, tmp_path: Path):
+    new = shared_dump_corpus(name)
+    old = tmp_path / "shuffle"
+    run_job_here(dump(name), old, *SHARED_DUMP_JOB_ARGS, "--job", "shuffle")
+    assert differences(old, new) == {}
+    old_counters = json.loads((old / "stats.json").read_text())["counters"]
+    new_counters = json.loads((new / "stats.json").read_text())["counters"]
+    assert old_counters["articles"] == new_counters["articles"] > 0 or name.startswith("enwiki-2020-tiny")
+    # The differences are where the list says, and only there: the shuffles of text are gone.
+    assert any(k.startswith("volume/JoinPageParts/") for k in old_counters)
+    assert not any(k.startswith(("volume/JoinPageParts/", "volume/LabelCandidates/", "largest_group/JoinPageParts"))
+                   for k in new_counters)
+    assert set(COUNTERS_THAT_DIFFER) == {"volume/", "largest_group/", "lookup/"}
+
+
+def _graph(job: str, tmp_path: Path) -> set[str]:
+    """The full labels of the transforms of the job's graph (built, not run)."""
+    from pipelines.config import WikiMentionsConfig
+    from pipelines.wiki_mentions import build_pipeline, plan_input
+    from wikiedm.config import parse_config
+
+    cfg, _ = parse_config(WikiMentionsConfig, ["--input", dump("enwiki-2016-206pages-articles1-multistream.xml.bz2"),
+                                               "--output", str(tmp_path), "--read_range_mb", "1", "--job", job],
+                          prog="test")
+    site, ranges = plan_input(cfg)
+    p = beam.Pipeline()
+    build_pipeline(p, cfg, site, ranges, {"runner": "DirectRunner"})
+    labels: set[str] = set()
+
+    class Visitor(beam.pipeline.PipelineVisitor):
+        def visit_transform(self, node):
+            labels.add(node.full_label)
+
+        def enter_composite_transform(self, node):
+            labels.add(node.full_label)
+
+    p.visit(Visitor())
+    return labels
+
+
+def test_no_article_text_crosses_a_shuffle_in_the_twopass_job(tmp_path: Path):
+    """The four shuffles of text of the shuffle job are absent from the two-pass job's graph; its
+    passages are written by the step that reads them (no GroupByKey between reading and writing)."""
+    old, new = _graph("shuffle", tmp_path), _graph("twopass", tmp_path)
+    text_shuffles = ("ParseWikiDump/SpreadPages", "LabelMissingMentions/JoinPageParts", "DescribeVocabEntities",
+                     "WriteShards/GroupByFile")
+    assert all(any(label.startswith(s) for label in old) for s in text_shuffles)
+    assert not any(label.startswith(s) for label in new for s in text_shuffles)
+    assert not any(label.startswith("WritePassagesByRange") and "GroupByKey" in label for label in new)
+    assert any(label.startswith("BuildLookupStore/GroupByShard") for label in new)

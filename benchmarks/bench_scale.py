@@ -411,11 +411,16 @@ def main(argv: list[str] | None = None) -> int:
                         help="replicated dumps, exported checkouts and outputs (outside the repository)")
     parser.add_argument("--rss_limit_gb", type=float, default=12.0,
                         help="kill a run whose process tree passes this much RSS (recorded as killed)")
+    parser.add_argument("--exact_bytes", action="store_true",
+                        help="encode every join request to count shuffled bytes (WIKIEDM_JOIN_BYTES_SAMPLE=1), not a "
+                             "1-in-16 sample: exact bytes on a small dump, at some CPU (do not time such runs)")
     parser.add_argument("--json", type=Path, help="results file: runs are added to the ones already in it")
     parser.add_argument("--plot", type=Path)
     args = parser.parse_args(argv)
 
     sizes = [int(s) for s in args.sizes.split(",")]
+    if args.exact_bytes:
+        os.environ["WIKIEDM_JOIN_BYTES_SAMPLE"] = "1"  # the jobs inherit it
     contenders = parse_jobs(args.job, args.max_size, args.cache)
     if not args.no_wikiextractor:
         contenders.append(Contender(WIKIEXTRACTOR, None, None, 1))
@@ -438,7 +443,8 @@ def main(argv: list[str] | None = None) -> int:
                 if c.max_size is not None and size > c.max_size:
                     continue
                 row = run_one(c, size, inputs[str(size)], work, extra, rss_limit)
-                runs.append({"session": session, "started": started, "job_flags": extra, **row})
+                runs.append({"session": session, "started": started, "job_flags": extra,
+                             "exact_bytes": args.exact_bytes, **row})
                 if args.json:  # after every run: a long session interrupted keeps what it measured
                     write_results(args.json, previous, runs, inputs, args.dump)
     result = write_results(args.json, previous, runs, inputs, args.dump) if args.json else {

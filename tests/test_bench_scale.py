@@ -75,7 +75,7 @@ def test_a_whole_session_writes_marginal_figures_and_the_shuffle_volume(tmp_path
     results = tmp_path / "scale.json"
     args = ["--dump", str(TINY), "--sizes", "1,2", "--repeat", "1", "--job", "job=.:1", "--cache", str(tmp_path),
             "--json", str(results), "--plot", str(tmp_path / "scale.png")]
-    assert bench_scale.main(args) == 0
+    assert bench_scale.main(args) == 0, _failed_runs(tmp_path)
     data = json.loads(results.read_text())
     job = data["summary"]["contenders"]["job, 1 worker"]
     assert set(job["sizes"]) == {"1", "2"} and job["sizes"]["2"]["pages"] == 14
@@ -85,6 +85,11 @@ def test_a_whole_session_writes_marginal_figures_and_the_shuffle_volume(tmp_path
     assert data["summary"]["contenders"]["wikiextractor"]["sizes"]["2"]["cpu_s"] > 0
     assert (tmp_path / "scale.png").stat().st_size > 0
     # a second session (wikiextractor alone) adds its runs to the file
-    assert bench_scale.main([*args[:6], *args[8:12]]) == 0
+    assert bench_scale.main([*args[:6], *args[8:12]]) == 0, _failed_runs(tmp_path)
     again = json.loads(results.read_text())
     assert len(again["runs"]) == len(data["runs"]) + 2 and {r["session"] for r in again["runs"]} == {1, 2}
+
+
+def _failed_runs(folder: Path) -> str:
+    """The end of each run's log, for the assertion message of a session that failed."""
+    return "\n".join(f"{log.name}: {log.read_text(errors='replace')[-1500:]}" for log in folder.glob("runs-*/*.log"))

@@ -336,7 +336,22 @@ def summarise(runs: list[dict], inputs: dict[str, dict]) -> dict:
         one = out[f"{name}, 1 worker"]["sizes"]
         speedups[label] = {f"x{s}": round(cell["wall_s"] / one[s]["wall_s"], 3)
                            for s, cell in entry["sizes"].items() if s in one}
-    return {"contenders": out, "wall_vs_1_worker": speedups}
+    unfinished = []
+    for r in runs:
+        if r["rc"] == 0:
+            continue
+        row = {k: r.get(k) for k in ("contender", "size", "session", "rc", "killed_at_rss_limit", "wall_s", "cpu_s",
+                                     "peak_rss_mib", "note")}
+        # The memory it reached bounds the marginal RAM from below, against the largest size it finished.
+        done = sorted((int(s) for s in out.get(r["contender"], {}).get("sizes", {}) if int(s) < r["size"])
+                      if r["contender"] != WIKIEXTRACTOR else ())
+        if done:
+            small = out[r["contender"]]["sizes"][str(done[-1])]
+            extra_xml = inputs[str(r["size"])]["xml_bytes"] - inputs[str(done[-1])]["xml_bytes"]
+            row["ram_bytes_per_xml_byte_at_least"] = {
+                f"x{done[-1]}->x{r['size']}": round((r["peak_rss_mib"] - small["peak_rss_mib"]) * 2**20 / extra_xml, 3)}
+        unfinished.append(row)
+    return {"contenders": out, "wall_vs_1_worker": speedups, "unfinished": unfinished}
 
 
 # ------------------------------------------------------------------------------------------ the plot
@@ -515,6 +530,13 @@ def estimates(summary: dict, inputs: dict) -> dict:
         ram_1 = one + m["ram_bytes_per_xml_byte"] * (ws_xml_mb * 1e6 - inputs[b]["xml_bytes"])
         workstation["ram_gb_1_worker"] = round(ram_1 / 1e9, 1)
         workstation["fits_in_ram_1_worker"] = workstation["ram_gb_1_worker"] <= ASSUMED["workstation_ram_gb"]
+        for u in summary.get("unfinished", []):  # a larger run that did not finish bounds the marginal from below
+            for step, bound in (u.get("ram_bytes_per_xml_byte_at_least") or {}).items():
+                if u["contender"] == label:
+                    workstation["ram_gb_1_worker_at_least"] = round(
+                        (u["peak_rss_mib"] * 2**20 + bound * (ws_xml_mb * 1e6 - inputs[str(u["size"])]["xml_bytes"]))
+                        / 1e9, 1)
+                    workstation["ram_bound_from"] = f"{label}, {step} (did not finish)"
         two = contenders.get(f"{name}, 2 workers", {}).get("sizes", {}).get(b)
         if two:
             per_worker = two["peak_rss_mib"] * 2**20 - one

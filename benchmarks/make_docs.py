@@ -489,6 +489,17 @@ def render_scale_job(stem: str, data: dict) -> Section:
                          f"≥ {num(c['peak_rss_mib'], 0)}", "did not finish", "–", "> 1,500", "–"])
     body = table(["", "size", "pages", "MB of XML", "runs", "peak RSS, process tree (MiB)", "CPU s", "CPU ms per page",
                   "wall s", "load (1 min)"], rows)
+    unfinished = data["summary"].get("unfinished", [])
+    if unfinished:
+        body += ("\n\nRuns that did not finish (not in the medians; their figures are up to the moment they "
+                 "stopped):\n\n")
+        body += table(["", "size", "wall s", "CPU s", "peak RSS (MiB)", "RAM bytes per byte of XML, at least", "why"],
+                      [[u["contender"], f"×{u['size']}", num(u["wall_s"], 0), num(u["cpu_s"]), num(u["peak_rss_mib"], 0),
+                        "; ".join(f"{num(v, 2)} ({k.replace('x', '×').replace('->', ' → ')})"
+                                  for k, v in (u.get("ram_bytes_per_xml_byte_at_least") or {}).items()) or "–",
+                        "killed at the RSS limit" if u.get("killed_at_rss_limit") else plain(u.get("note") or
+                                                                                            f"exit status {u['rc']}")]
+                       for u in unfinished])
     notes = [plain(c["source"]) for rec in data.get("recorded_elsewhere", {}).values() for c in rec.values()]
     if notes:
         body += "\n\n" + " ".join(f"{n[0].upper()}{n[1:]}." for n in notes)
@@ -520,7 +531,8 @@ def render_scale_job(stem: str, data: dict) -> Section:
                       shuffle_rows)
     body += scale_estimates(data)
     sizes = " and ".join(f"×{s}" for s in sorted(inputs, key=int))
-    return Section("Scale: the corpus job vs wikiextractor on the excerpt ×8 and ×64", "benchmarks/bench_scale.py",
+    return Section("Scale: the corpus job and wikiextractor on the excerpt replicated ×8 and ×64",
+                   "benchmarks/bench_scale.py",
                    machine_of(data),
                    f"{dump_name(data['dump'])} replicated {sizes} with new titles and anchor texts per copy, written "
                    "as a bz2 multistream dump with its index (100 pages per stream); each contender reads the same "
@@ -556,7 +568,9 @@ def scale_estimates(data: dict) -> str:
     for name, e in jobs.items():
         w = e["workstation"]
         ram = w.get("ram_gb")
-        rows.append([name, num(w["cpu_hours"]), num(w["wall_hours"]), num(w["ram_gb_1_worker"]),
+        low = w.get("ram_gb_1_worker_at_least")
+        rows.append([name, num(w["cpu_hours"]), num(w["wall_hours"]),
+                     num(w["ram_gb_1_worker"]) + (f" (≥ {num(low)} from the unfinished larger run)" if low else ""),
                      num(ram) if ram is not None else "not measured (no 2-worker run)",
                      num(w.get("fits_in_ram", w["fits_in_ram_1_worker"]))])
     body += "\n\n" + table(["job", f"{num(assumed['workstation_xml_gb'], 0)} GB of XML: CPU hours",

@@ -392,8 +392,9 @@ def plot(result: dict, path: Path) -> None:
 ISSUE_RECORD = {
     "old job, 1 worker": {
         "64": {"peak_rss_mib": 21 * 1024, "xml_mb": 390.0, "finished": False, "cpu_s": None,
-               "source": "recorded in issue 29: reached 21 GB of the machine's 24 GB and had not finished after "
-                         "25 min; not re-run by this script (it would take the shared machine down)"},
+               "source": "recorded when the job as it was before the two-pass design was first run at x64: it "
+                         "reached 21 GB of the machine's 24 GB and had not finished after 25 min; not re-run by this "
+                         "script (it would take the shared machine down)"},
     },
 }
 
@@ -530,6 +531,10 @@ def estimates(summary: dict, inputs: dict) -> dict:
         ram_1 = one + m["ram_bytes_per_xml_byte"] * (ws_xml_mb * 1e6 - inputs[b]["xml_bytes"])
         workstation["ram_gb_1_worker"] = round(ram_1 / 1e9, 1)
         workstation["fits_in_ram_1_worker"] = workstation["ram_gb_1_worker"] <= ASSUMED["workstation_ram_gb"]
+        if m["ram_bytes_per_xml_byte"] > 0:  # the largest dump whose run fits in the workstation's RAM, 1 worker
+            workstation["largest_xml_gb_1_worker"] = round(
+                ((ASSUMED["workstation_ram_gb"] * 1e9 - one) / m["ram_bytes_per_xml_byte"] + inputs[b]["xml_bytes"])
+                / 1e9, 1)
         for u in summary.get("unfinished", []):  # a larger run that did not finish bounds the marginal from below
             for step, bound in (u.get("ram_bytes_per_xml_byte_at_least") or {}).items():
                 if u["contender"] == label:

@@ -465,10 +465,6 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
-
-
 @renders("scale")
 def render_scale_job(stem: str, data: dict) -> Section:
     """benchmarks/bench_scale.py: the job and wikiextractor at two sizes, whole process trees."""
@@ -489,6 +485,13 @@ def render_scale_job(stem: str, data: dict) -> Section:
                          f"≥ {num(c['peak_rss_mib'], 0)}", "did not finish", "–", "> 1,500", "–"])
     body = table(["", "size", "pages", "MB of XML", "runs", "peak RSS, process tree (MiB)", "CPU s", "CPU ms per page",
                   "wall s", "load (1 min)"], rows)
+    flags: dict[str, set] = {}
+    for run in data.get("runs", []):
+        if run.get("job_flags") and run["contender"] != "wikiextractor":
+            flags.setdefault(run["contender"], set()).add(f"×{run['size']}: `{' '.join(run['job_flags'])}`")
+    if flags:
+        body += "\n\nFlags beyond `--keep_red_links true`: " + "; ".join(
+            f"{label} {', '.join(sorted(f))}" for label, f in sorted(flags.items())) + "."
     unfinished = data["summary"].get("unfinished", [])
     if unfinished:
         body += ("\n\nRuns that did not finish (not in the medians; their figures are up to the moment they "
@@ -572,9 +575,14 @@ def scale_estimates(data: dict) -> str:
         rows.append([name, num(w["cpu_hours"]), num(w["wall_hours"]),
                      num(w["ram_gb_1_worker"]) + (f" (≥ {num(low)} from the unfinished larger run)" if low else ""),
                      num(ram) if ram is not None else "not measured (no 2-worker run)",
-                     num(w.get("fits_in_ram", w["fits_in_ram_1_worker"]))])
+                     num(w.get("fits_in_ram", w["fits_in_ram_1_worker"])), num(w.get("largest_xml_gb_1_worker"))])
     body += "\n\n" + table(["job", f"{num(assumed['workstation_xml_gb'], 0)} GB of XML: CPU hours",
                             f"wall hours, {assumed['workstation_cores']} workers", "RAM, 1 worker (GB)",
                             f"RAM, {assumed['workstation_cores']} workers (GB)",
-                            f"fits in {assumed['workstation_ram_gb']} GB"], rows)
+                            f"fits in {assumed['workstation_ram_gb']} GB",
+                            f"largest GB of XML in {assumed['workstation_ram_gb']} GB, 1 worker"], rows)
     return body
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -189,8 +189,8 @@ def shuffle_volume(counters: dict) -> dict:
     ``/request_bytes`` and ``/table_bytes`` their bytes as Beam's coder encodes them (requests from a
     1-in-16 sample); ``/records`` and ``/record_bytes`` (the lookup store's records) and ``/shuffled``
     and ``/shuffled_bytes`` count any other shuffle's elements and bytes. Alias rows cross the writers'
-    shuffle once each, and so do passages in a job that does not write them where their range is read
-    (one without ``volume/WritePassagesByRange/ranges``); the writers' bytes are not counted (the Parquet
+    shuffle once each, and so do passages in a job that does not write them where their unit is processed
+    (one without ``volume/WritePassagesByRange/*``); the writers' bytes are not counted (the Parquet
     written is reported beside them).
     """
     elements: dict[str, int] = {}
@@ -204,7 +204,7 @@ def shuffle_volume(counters: dict) -> dict:
         elif parts[2] in ("request_bytes", "table_bytes", "shuffled_bytes", "record_bytes"):
             nbytes[parts[1]] = nbytes.get(parts[1], 0) + value
     written = counters.get("volume/BuildAliasTable/out", 0)
-    if "volume/WritePassagesByRange/ranges" not in counters:  # a job that shuffles passages to its writers
+    if not any(k.startswith("volume/WritePassagesByRange/") for k in counters):  # passages shuffled to writers
         written += sum(v for k, v in counters.items() if k.startswith("passages/") and k.count("/") == 1)
     if elements:
         elements["WriteShards"] = written

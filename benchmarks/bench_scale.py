@@ -361,27 +361,42 @@ def plot(result: dict, path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import ScalarFormatter
 
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.6))
+    keys = ("peak_rss_mib", "cpu_s", "wall_s")
+    colours = {}
     for label, entry in result["summary"]["contenders"].items():
         sizes = sorted(entry["sizes"].values(), key=lambda c: c["xml_bytes"])
         xml = [c["xml_bytes"] / 1e6 for c in sizes]
-        for ax, key in zip(axes, ("peak_rss_mib", "cpu_s", "wall_s")):
-            ax.plot(xml, [c[key] / (1024 if key == "peak_rss_mib" else 1) for c in sizes], "o-", label=label)
+        for ax, key in zip(axes, keys):
+            line, = ax.plot(xml, [c[key] / (1024 if key == "peak_rss_mib" else 1) for c in sizes], "o-", label=label)
+            colours[label] = line.get_color()
+    inputs = result["inputs"]
+    for u in result["summary"].get("unfinished", []):  # where a run stood when it stopped: a lower bound
+        if u["contender"] in colours and u["contender"] != WIKIEXTRACTOR:
+            xml = inputs[str(u["size"])]["xml_bytes"] / 1e6
+            for ax, key in zip(axes, keys):
+                ax.plot([xml], [u[key] / (1024 if key == "peak_rss_mib" else 1)], "^", mfc="none",
+                        color=colours[u["contender"]], markersize=9,
+                        label=f"{u['contender']} x{u['size']}: stopped, not finished" if key == keys[0] else None)
     for label, rec in result.get("recorded_elsewhere", {}).items():
         for size, cell in rec.items():
-            xml = result["inputs"][size]["xml_bytes"] / 1e6 if size in result["inputs"] else cell["xml_mb"]
-            axes[0].plot([xml], [cell["peak_rss_mib"] / 1024], "x", color="red", markersize=10,
-                         label=f"{label} x{size}: did not finish ({cell['source']})")
+            xml = inputs[size]["xml_bytes"] / 1e6 if size in inputs else cell["xml_mb"]
+            axes[0].plot([xml], [cell["peak_rss_mib"] / 1024], "x", color=colours.get(label, "red"), markersize=10,
+                         label=f"{label} x{size}: did not finish (a record, not run here)")
     for ax, title in zip(axes, ("peak RSS of the process tree (GiB)", "CPU seconds (whole tree)", "wall seconds")):
         ax.set_xscale("log")
         ax.set_yscale("log")
+        ax.xaxis.set_major_formatter(ScalarFormatter())
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.set_xlabel("MB of XML in the dump")
-        ax.set_title(title)
+        ax.set_title(title, fontsize=10)
         ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=7)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=8)
     fig.suptitle("enwiki 206-page excerpt replicated with new anchor texts: corpus job vs wikiextractor", fontsize=10)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.14, 1, 1))
     fig.savefig(path, dpi=110)
 
 

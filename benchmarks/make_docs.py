@@ -534,5 +534,124 @@ def render_tokenizer(stem: str, data: dict) -> Section:
                    "train passages, tokens per character on its validation passages", body)
 
 
+@renders("scale")
+def render_scale_job(stem: str, data: dict) -> Section:
+    """benchmarks/bench_scale.py: the job and wikiextractor at two sizes, whole process trees."""
+    contenders = data["summary"]["contenders"]
+    inputs = data["inputs"]
+    rows = []
+    for label, entry in contenders.items():
+        for size, c in sorted(entry["sizes"].items(), key=lambda kv: int(kv[0])):
+            loads = c.get("load_1min", [])
+            rows.append([label, f"×{size}", num(c["pages"]), num(c["xml_bytes"] / 1e6, 0), c["runs"],
+                         num(c["peak_rss_mib"], 0), num(c["cpu_s"]), num(c["cpu_ms_per_page"]), num(c["wall_s"], 0),
+                         f"{min(loads):.1f}–{max(loads):.1f}" if loads else "–"])
+    for label, rec in data.get("recorded_elsewhere", {}).items():
+        for size, c in rec.items():
+            pages = inputs.get(size, {}).get("pages")
+            xml_mb = inputs[size]["xml_bytes"] / 1e6 if size in inputs else c["xml_mb"]
+            rows.append([f"{label} (not run here)", f"×{size}", num(pages), num(xml_mb, 0), "–",
+                         f"≥ {num(c['peak_rss_mib'], 0)}", "did not finish", "–", "> 1,500", "–"])
+    body = table(["", "size", "pages", "MB of XML", "runs", "peak RSS, process tree (MiB)", "CPU s", "CPU ms per page",
+                  "wall s", "load (1 min)"], rows)
+    flags: dict[str, set] = {}
+    for run in data.get("runs", []):
+        if run.get("job_flags") and run["contender"] != "wikiextractor":
+            flags.setdefault(run["contender"], set()).add(f"×{run['size']}: `{' '.join(run['job_flags'])}`")
+    if flags:
+        body += "\n\nFlags beyond `--keep_red_links true`: " + "; ".join(
+            f"{label} {', '.join(sorted(f))}" for label, f in sorted(flags.items())) + "."
+    unfinished = data["summary"].get("unfinished", [])
+    if unfinished:
+        body += ("\n\nRuns that did not finish (not in the medians; their figures are up to the moment they "
+                 "stopped):\n\n")
+        body += table(["", "size", "wall s", "CPU s", "peak RSS (MiB)", "RAM bytes per byte of XML, at least", "why"],
+                      [[u["contender"], f"×{u['size']}", num(u["wall_s"], 0), num(u["cpu_s"]), num(u["peak_rss_mib"], 0),
+                        "; ".join(f"{num(v, 2)} ({k.replace('x', '×').replace('->', ' → ')})"
+                                  for k, v in (u.get("ram_bytes_per_xml_byte_at_least") or {}).items()) or "–",
+                        "killed at the RSS limit" if u.get("killed_at_rss_limit") else plain(u.get("note") or
+                                                                                            f"exit status {u['rc']}")]
+                       for u in unfinished])
+    notes = [plain(c["source"]) for rec in data.get("recorded_elsewhere", {}).values() for c in rec.values()]
+    if notes:
+        body += "\n\n" + " ".join(f"{n[0].upper()}{n[1:]}." for n in notes)
+    marginal_rows = []
+    for label, entry in contenders.items():
+        for step, m in entry.get("marginal", {}).items():
+            marginal_rows.append([label, step.replace("x", "×").replace("->", " → "),
+                                  num(m["ram_bytes_per_xml_byte"], 2), num(m["cpu_ms_per_page"]),
+                                  f"**{ratio(m['cpu_per_page_vs_wikiextractor'])}**"
+                                  if "cpu_per_page_vs_wikiextractor" in m else "–"])
+    if marginal_rows:
+        body += "\n\nMarginal cost between two sizes (start-up cancels): what each further page or byte costs.\n\n"
+        body += table(["", "between", "RAM bytes per byte of XML", "CPU ms per page", "CPU per page / wikiextractor's"],
+                      marginal_rows)
+    speed = data["summary"].get("wall_vs_1_worker", {})
+    if speed:
+        body += "\n\nWall time / the same job with 1 worker: " + "; ".join(
+            f"{label}: " + ", ".join(f"{ratio(v)} at {s.replace('x', '×')}" for s, v in by_size.items())
+            for label, by_size in speed.items()) + "."
+    shuffle_rows = [[label, f"×{size}", num(c["shuffled_elements_per_page"]), num(c["shuffled_kib_per_page"]),
+                     num(c.get("output_kib_per_page"))]
+                    for label, entry in contenders.items()
+                    for size, c in sorted(entry["sizes"].items(), key=lambda kv: int(kv[0]))
+                    if c.get("shuffled_elements_per_page") is not None]
+    if shuffle_rows:
+        body += ("\n\nWhat crosses shuffles, per page (the job's `volume/*` counters; bytes as Beam's coder encodes "
+                 "them, requests from a 1-in-16 sample), and the Parquet written:\n\n")
+        body += table(["", "size", "elements shuffled per page", "KiB shuffled per page", "KiB of Parquet per page"],
+                      shuffle_rows)
+    body += scale_estimates(data)
+    sizes = " and ".join(f"×{s}" for s in sorted(inputs, key=int))
+    return Section("Scale: the corpus job and wikiextractor on the excerpt replicated ×8 and ×64",
+                   "benchmarks/bench_scale.py",
+                   machine_of(data),
+                   f"{dump_name(data['dump'])} replicated {sizes} with new titles and anchor texts per copy, written "
+                   "as a bz2 multistream dump with its index (100 pages per stream); each contender reads the same "
+                   "file; medians of the runs shown; peak RSS is the sum over the process tree", body)
+
+
+def scale_estimates(data: dict) -> str:
+    """The estimates bench_scale.py derives from the measured rates (scale.json's ``estimates``), as tables."""
+    est = data.get("estimates") or {}
+    jobs, assumed = est.get("by_job", {}), est.get("assumed", {})
+    if not jobs:
+        return ""
+    rows = []
+    for name, e in jobs.items():
+        d = e["enwiki_dataflow"]
+        rows.append([name, e["from"].split(", ", 2)[-1].replace("x", "×").replace("->", "→"), num(e["cpu_s_per_xml_mb"], 2),
+                     num(e["shuffled_bytes_per_xml_byte"], 2), num(d["vcpu_hours"], 0), num(d["shuffle_gb"]),
+                     f"${num(d['compute_usd'])} + ${num(d['shuffle_usd'])} = **${num(d['total_usd'])}**",
+                     num(d["wall_hours"])])
+    body = (f"\n\n**Estimates** from these rates (not measurements): full English Wikipedia "
+            f"({num(assumed['enwiki_xml_gb'], 0)} GB of XML) on Dataflow, and a "
+            f"{num(assumed['workstation_xml_gb'], 0)} GB-XML wiki on a {assumed['workstation_cores']}-core, "
+            f"{assumed['workstation_ram_gb']} GB workstation. Assumed: Dataflow spends "
+            f"{ratio(assumed['dataflow_cpu_factor'], 0)} the CPU measured here; "
+            f"${assumed['usd_per_vcpu_hour']} per vCPU-hour (n2-standard-4), ${assumed['usd_per_shuffle_gb']} per "
+            f"shuffled GB; {assumed['dataflow_vcpus']} vCPUs at {100 * assumed['dataflow_utilisation']:.0f}% plus "
+            f"{num(assumed['dataflow_startup_and_tail_h'] * 60, 0)} min of start-up and tail; the workstation's "
+            f"{assumed['workstation_cores']} worker processes at {100 * assumed['workstation_parallel_efficiency']:.0f}% "
+            "efficiency; costs per MB of XML as on the excerpt.\n\n")
+    body += table(["job", "rates from", "CPU s per MB of XML", "bytes shuffled per byte of XML",
+                   "enwiki: Dataflow vCPU-hours", "shuffled GB", "cost (compute + shuffle)", "wall hours"], rows)
+    rows = []
+    for name, e in jobs.items():
+        w = e["workstation"]
+        ram = w.get("ram_gb")
+        low = w.get("ram_gb_1_worker_at_least")
+        rows.append([name, num(w["cpu_hours"]), num(w["wall_hours"]),
+                     num(w["ram_gb_1_worker"]) + (f" (≥ {num(low)} from the unfinished larger run)" if low else ""),
+                     num(ram) if ram is not None else "not measured (no 2-worker run)",
+                     num(w.get("fits_in_ram", w["fits_in_ram_1_worker"])), num(w.get("largest_xml_gb_1_worker"))])
+    body += "\n\n" + table(["job", f"{num(assumed['workstation_xml_gb'], 0)} GB of XML: CPU hours",
+                            f"wall hours, {assumed['workstation_cores']} workers", "RAM, 1 worker (GB)",
+                            f"RAM, {assumed['workstation_cores']} workers (GB)",
+                            f"fits in {assumed['workstation_ram_gb']} GB",
+                            f"largest GB of XML in {assumed['workstation_ram_gb']} GB, 1 worker"], rows)
+    return body
+
+
 if __name__ == "__main__":
     sys.exit(main())

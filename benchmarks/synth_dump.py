@@ -274,6 +274,21 @@ def _renamed_anchors(text: str, copy: int) -> str:
     return _LINK.sub(rename, text)
 
 
+def replicated_pages(src: str, copies: int, new_anchor_texts: bool = False):
+    """(page_id, title, <page> XML) of ``src``'s pages repeated ``copies`` times (see ``replicate_dump``)."""
+    from pipelines.dump import iter_pages
+    from pipelines.records import RawPage
+
+    pages = [p for p in iter_pages(src) if isinstance(p, RawPage)]
+    span = max((p.page_id for p in pages), default=0) + 1
+    for k in range(copies):
+        for page in pages:
+            title = page.title if k == 0 else f"{page.title} {k + 1}"
+            text = _renamed_anchors(page.text, k + 1) if new_anchor_texts and k else page.text
+            page_id = page.page_id + k * span
+            yield page_id, title, page_xml(page_id, page.ns, title, text, page.redirect)
+
+
 def replicate_dump(src: str, dst: str, copies: int, new_anchor_texts: bool = False) -> dict:
     """A real dump repeated ``copies`` times, each copy with new page ids and titles ("Title 2").
 
@@ -282,23 +297,66 @@ def replicate_dump(src: str, dst: str, copies: int, new_anchor_texts: bool = Fal
     then cancel out between two sizes (marginal cost per page). With
     ``new_anchor_texts``, each copy shows its links with new anchor texts, so
     the aliases of each entity grow with the corpus too, as in a real wiki.
+    One bz2 stream (or plain XML); ``replicate_multistream`` writes the layout real dumps have.
     """
-    from pipelines.dump import iter_pages
-    from pipelines.records import RawPage
-
-    pages = [p for p in iter_pages(src) if isinstance(p, RawPage)]
-    span = max((p.page_id for p in pages), default=0) + 1
     opener = (lambda q: bz2.open(q, "wt", encoding="utf-8", compresslevel=6)) if dst.endswith(".bz2") else (
         lambda q: open(q, "w", encoding="utf-8"))
+    pages = 0
     with opener(dst) as fh:
         fh.write(dump_header(src))
-        for k in range(copies):
-            for page in pages:
-                title = page.title if k == 0 else f"{page.title} {k + 1}"
-                text = _renamed_anchors(page.text, k + 1) if new_anchor_texts and k else page.text
-                fh.write(page_xml(page.page_id + k * span, page.ns, title, text, page.redirect))
+        for _page_id, _title, xml in replicated_pages(src, copies, new_anchor_texts):
+            fh.write(xml)
+            pages += 1
         fh.write("</mediawiki>\n")
-    return {"pages": len(pages) * copies, "copies": copies}
+    return {"pages": pages, "copies": copies}
+
+
+def multistream_index_path(dump_path: str) -> str:
+    """``X-multistream.xml.bz2`` -> ``X-multistream-index.txt.bz2``, where the job looks for it."""
+    if not dump_path.endswith("-multistream.xml.bz2"):
+        raise ValueError(f"{dump_path}: a multistream dump's name ends in -multistream.xml.bz2")
+    return dump_path[: -len(".xml.bz2")] + "-index.txt.bz2"
+
+
+def replicate_multistream(src: str, dst: str, copies: int, new_anchor_texts: bool = False,
+                          pages_per_stream: int = 100, compresslevel: int = 9) -> dict:
+    """``replicate_dump`` in the layout of Wikimedia's ``pages-articles-multistream`` dumps.
+
+    ``dst`` (``...-multistream.xml.bz2``) is a chain of bz2 streams: the header
+    (``<mediawiki>``, ``<siteinfo>``), then ``pages_per_stream`` whole pages per
+    stream, then ``</mediawiki>`` alone; beside it ``...-multistream-index.txt.bz2``
+    has one line ``offset:page_id:title`` per page (title XML-escaped, as in real
+    index files). Both are written under temporary names and renamed, so an
+    interrupted run leaves no half-written dump that looks complete.
+    """
+    from xml.sax.saxutils import escape
+
+    index_path = multistream_index_path(dst)
+    tmp_dump, tmp_index = dst + ".partial", index_path + ".partial"
+    counts = {"pages": 0, "copies": copies, "streams": 0, "xml_bytes": 0}
+    with open(tmp_dump, "wb") as out, bz2.open(tmp_index, "wt", encoding="utf-8") as index:
+        def stream(text: str) -> None:
+            data = text.encode("utf-8")
+            counts["xml_bytes"] += len(data)
+            counts["streams"] += 1
+            out.write(bz2.compress(data, compresslevel))
+
+        stream(dump_header(src))
+        batch: list[str] = []
+        for page_id, title, xml in replicated_pages(src, copies, new_anchor_texts):
+            index.write(f"{out.tell()}:{page_id}:{escape(title)}\n")
+            batch.append(xml)
+            counts["pages"] += 1
+            if len(batch) == pages_per_stream:
+                stream("".join(batch))
+                batch = []
+        if batch:
+            stream("".join(batch))
+        stream("</mediawiki>\n")
+        counts["bz2_bytes"] = out.tell()
+    os.replace(tmp_index, index_path)
+    os.replace(tmp_dump, dst)
+    return counts
 
 
 def write_synth_dump(path: str, articles: int, seed: int = 1) -> dict:

@@ -1,0 +1,95 @@
+"""benchmarks/bench_scale.py on tiny inputs, so the scale benchmark cannot rot: its process-tree measurement,
+its multistream replicas, and one whole session (the job and wikiextractor at x1 and x2 of a 7-page dump)."""
+from __future__ import annotations
+
+import bz2
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import WIKIDUMPS, needs_shared
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+import bench_scale  # noqa: E402
+from synth_dump import replicate_multistream  # noqa: E402
+
+from pipelines.dump import iter_pages, plan_read_ranges  # noqa: E402
+from pipelines.records import RawPage  # noqa: E402
+
+TINY = WIKIDUMPS / "enwiki-2020-tiny-7pages.xml.bz2"
+
+# Two children that each hold ~200 MB and burn ~0.4 s of CPU, started by a parent that holds little.
+_TWO_CHILDREN = (
+    "import subprocess, sys\n"
+    "child = 'import time\\nx = bytearray(200 << 20)\\nt = time.process_time()\\n"
+    "while time.process_time() - t < 0.4: pass\\ntime.sleep(1.0)'\n"
+    "procs = [subprocess.Popen([sys.executable, '-c', child]) for _ in range(2)]\n"
+    "[p.wait() for p in procs]\n"
+)
+
+
+def test_run_tree_sums_the_memory_and_cpu_of_every_process_of_the_tree():
+    row = bench_scale.run_tree([sys.executable, "-c", _TWO_CHILDREN], cwd=REPO, interval_s=0.05)
+    assert row["rc"] == 0 and row["processes"] == 3
+    assert row["max_process_rss_mib"] < 300  # one child: what ru_maxrss alone would report
+    assert row["peak_rss_mib"] > 380  # both children at once
+    assert row["cpu_s"] >= 0.8
+
+
+def test_run_tree_kills_a_tree_past_the_rss_limit():
+    row = bench_scale.run_tree([sys.executable, "-c", _TWO_CHILDREN], cwd=REPO, interval_s=0.05,
+                               rss_limit_bytes=300 << 20)
+    assert row["killed_at_rss_limit"] and row["rc"] != 0
+
+
+@needs_shared
+def test_multistream_replica_reads_like_a_real_multistream_dump(tmp_path):
+    dst = tmp_path / "tiny-x3-multistream.xml.bz2"
+    counts = replicate_multistream(str(TINY), str(dst), 3, new_anchor_texts=True, pages_per_stream=4)
+    index = tmp_path / "tiny-x3-multistream-index.txt.bz2"
+    lines = bz2.open(index, "rt").read().splitlines()
+    assert counts["pages"] == len(lines) == 21
+    offsets = sorted({int(line.split(":", 1)[0]) for line in lines})
+    data = dst.read_bytes()
+    assert all(data[o:o + 3] == b"BZh" for o in offsets) and len(offsets) == 6  # 21 pages, 4 per stream
+    ranges = plan_read_ranges(str(dst), str(index), target_bytes=1)
+    assert len(ranges) == len(offsets)
+    by_range = [p for r in ranges for p in iter_pages(r.path, r.start, r.end) if isinstance(p, RawPage)]
+    sequential = [p for p in iter_pages(str(dst)) if isinstance(p, RawPage)]
+    assert [p.page_id for p in by_range] == [p.page_id for p in sequential]
+    assert len({p.title for p in sequential}) == 21
+    assert counts["xml_bytes"] == len(bz2.decompress(data))
+    first, third = sequential[0], sequential[14]
+    assert third.title == f"{first.title} 3"
+    if "[[" in first.text:
+        assert first.text != third.text  # new anchor texts per copy
+
+
+@pytest.mark.slow
+@needs_shared
+def test_a_whole_session_writes_marginal_figures_and_the_shuffle_volume(tmp_path):
+    results = tmp_path / "scale.json"
+    args = ["--dump", str(TINY), "--sizes", "1,2", "--repeat", "1", "--job", "job=.:1", "--cache", str(tmp_path),
+            "--json", str(results), "--plot", str(tmp_path / "scale.png")]
+    assert bench_scale.main(args) == 0, _failed_runs(tmp_path)
+    data = json.loads(results.read_text())
+    job = data["summary"]["contenders"]["job, 1 worker"]
+    assert set(job["sizes"]) == {"1", "2"} and job["sizes"]["2"]["pages"] == 14
+    marginal = job["marginal"]["x1->x2"]
+    assert {"ram_bytes_per_xml_byte", "cpu_ms_per_page", "cpu_per_page_vs_wikiextractor"} <= set(marginal)
+    assert job["sizes"]["2"]["shuffled_elements_per_page"] > 0 and job["sizes"]["2"]["shuffled_kib_per_page"] > 0
+    assert data["summary"]["contenders"]["wikiextractor"]["sizes"]["2"]["cpu_s"] > 0
+    assert (tmp_path / "scale.png").stat().st_size > 0
+    # a second session (wikiextractor alone) adds its runs to the file
+    assert bench_scale.main([*args[:6], *args[8:12]]) == 0, _failed_runs(tmp_path)
+    again = json.loads(results.read_text())
+    assert len(again["runs"]) == len(data["runs"]) + 2 and {r["session"] for r in again["runs"]} == {1, 2}
+
+
+def _failed_runs(folder: Path) -> str:
+    """The end of each run's log, for the assertion message of a session that failed."""
+    return "\n".join(f"{log.name}: {log.read_text(errors='replace')[-1500:]}" for log in folder.glob("runs-*/*.log"))

@@ -182,56 +182,6 @@ def render_labels(stem: str, data: dict) -> Section:
                    "run (label quality, not timing)", body)
 
 
-SCALE_TITLES = {
-    "scale_replicated": "Scale: the enwiki excerpt replicated",
-    "scale_replicated_k8_bytes": "Scale: the replicated excerpt with the alias cap at 8, shuffled bytes",
-    "scale_synthetic": "Scale: synthetic enwiki-shaped dumps",
-    "scale_synthetic_bytes": "Scale: synthetic enwiki-shaped dumps, shuffled bytes",
-}
-
-
-def _scale_series(data: dict) -> list[tuple[str, list[dict]]]:
-    return [(name, rows) for name, rows in data["results"].items() if "before" not in name]
-
-
-@renders("scale_replicated", "scale_replicated_k8_bytes", "scale_synthetic", "scale_synthetic_bytes")
-def render_scale(stem: str, data: dict) -> Section:
-    # A bytes run encodes join requests to count their bytes (every one with --exact_bytes, else a sample): CPU the
-    # job does not spend, which grows with the requests. Its CPU figures would contradict the plain run's: left out.
-    counts_bytes = stem.endswith("_bytes") or bool(data.get("exact_bytes"))
-    parts = []
-    for name, rows in _scale_series(data):
-        has_bytes = any(r.get("shuffled_kib_per_page") is not None for r in rows)
-        header = (["size", "pages"] + ([] if counts_bytes else ["CPU ms per page"])
-                  + ["peak RSS (MiB)", "shuffled elements per page", "largest key-join group"]
-                  + (["shuffled KiB per page"] if has_bytes else []))
-        table_rows = [[f"×{r['size']}" if r["size"] < 100 else num(r["size"]), num(r["pages"])]
-                      + ([] if counts_bytes else [num(r["cpu_ms_per_page"])])
-                      + [num(r["peak_rss_mib"], 0), num(r["shuffled_per_page"]), num(r["largest_group"])]
-                      + ([num(r.get("shuffled_kib_per_page"))] if has_bytes else [])
-                      for r in rows]
-        marginal = None if counts_bytes else data.get("ratios", {}).get(name, {}).get("marginal_cpu_ms_per_page")
-        note = ("\n\nMarginal CPU per page between consecutive sizes: "
-                + ", ".join(f"{num(m)} ms" for m in marginal)) if marginal else ""
-        if counts_bytes:
-            note = ("\n\nNo CPU figures: this run counted shuffled bytes by encoding join requests ("
-                    + ("every one, `--exact_bytes`" if data.get("exact_bytes") else "a sample")
-                    + "), work the job does not do, and ran at another time than the plain run; its CPU per page "
-                    "disagrees with the plain run's, which is the job's (its section).")
-        # a series is named by its job flags; "after" (this checkout, as against an earlier one) says nothing here
-        shown = re.sub(r"^(after|this checkout)(,\s*)?", "", name)
-        label = f"**{shown}**\n\n" if shown else ""
-        parts.append(label + table(header, table_rows) + note)
-    flags = " ".join(data.get("job_flags", []))
-    source = data.get("input") or ("synthetic enwiki-shaped dumps (benchmarks/synth_dump.py), sizes in articles"
-                                   if max(data["sizes"]) >= 100 else
-                                   "the 206-page enwiki excerpt replicated with new titles and anchor texts")
-    return Section(SCALE_TITLES.get(stem, ""), "benchmarks/bench_scale.py", machine_of(data),
-                   f"{source}" + (f"; job flags `{flags}`" if flags and flags not in source else "")
-                   + "; DirectRunner, 1 worker, one run per size",
-                   "\n\n".join(parts))
-
-
 @renders("parallel")
 def render_parallel(stem: str, data: dict) -> Section:
     res = data["results"]

@@ -120,3 +120,435 @@ def train_args(grid: str, corpus_dir: Path, run_dir: Path, model: str, steps: in
             str(run_dir), "--train.max_steps", str(steps), "--train.seed", str(SEED), "--model.memory", MODELS[model],
             "--train.resume", "none", "--train.save_every", str(cfg["save_every"] if not tiny else 1),
             *cfg["overrides"], *(TINY if tiny else ())]
+
+
+def machine() -> dict:
+    import torch
+
+    gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else None
+    return {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count(),
+            "torch": torch.__version__, "gpu": gpu, "load_avg_at_start": os.getloadavg()}
+
+
+# ----------------------------------------------------------------------------- corpora
+
+
+def run_job(args: list[str], what: str) -> None:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", *args], cwd=REPO, env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"{what} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    log(f"{what}: {time.monotonic() - started:.0f} s")
+
+
+def cached(out: Path, args: list[str]) -> bool:
+    """Whether ``out`` was made with exactly ``args`` (the arguments are kept beside it)."""
+    stamp = out.parent / f"{out.name}.args.json"
+    return out.exists() and stamp.exists() and json.loads(stamp.read_text()) == args
+
+
+def stamp(out: Path, args: list[str]) -> None:
+    (out.parent / f"{out.name}.args.json").write_text(json.dumps(args))
+
+
+def build_corpora() -> dict[str, Path]:
+    """GPT-2 corpus -> own BPE (train split's text) -> the hyperlinks and labels corpora with that BPE."""
+    root = OUT / "corpora"
+    root.mkdir(parents=True, exist_ok=True)
+    dump = str(WIKIDUMPS / DUMP)
+    gpt2 = root / "ukwiki-gpt2-hyperlinks"
+    args = ["--input", dump, "--output", str(gpt2), *CORPUS_JOB_ARGS, *CORPORA["hyperlinks"]]
+    if not cached(gpt2 / "manifest.json", args):
+        run_job(["pipelines.wiki_mentions", *args], "corpus job (GPT-2 tokens)")
+        stamp(gpt2 / "manifest.json", args)
+    tokenizer = root / f"uk-bpe{VOCAB_SIZE}"
+    args = ["train-tokenizer", "--corpus", str(gpt2), "--output", str(tokenizer), "--vocab_size", str(VOCAB_SIZE),
+            "--overwrite", "true"]
+    if not cached(tokenizer, args):
+        run_job(["wikiedm.cli", *args], f"train-tokenizer (vocabulary {VOCAB_SIZE})")
+        stamp(tokenizer, args)
+    corpora = {}
+    for name, extra in CORPORA.items():
+        out = root / f"ukwiki-bpe{VOCAB_SIZE}-{name}"
+        args = ["--input", dump, "--output", str(out), *CORPUS_JOB_ARGS, "--tokenizer", str(tokenizer), *extra]
+        if not cached(out / "manifest.json", args):
+            run_job(["pipelines.wiki_mentions", *args], f"corpus job ({name}, own tokenizer)")
+            stamp(out / "manifest.json", args)
+        corpora[name] = out
+    return corpora
+
+
+def corpus_facts(root: Path) -> dict:
+    import pyarrow.parquet as pq
+
+    facts = {}
+    for split in ("train", "validation"):
+        passages, tokens, sources = 0, 0, {}
+        for path in sorted((root / "passages").glob(f"{split}-*.parquet")):
+            t = pq.read_table(path, columns=["token_ids", "mentions"])
+            passages += t.num_rows
+            tokens += len(t.column("token_ids").combine_chunks().flatten())
+            for mentions in t.column("mentions").to_pylist():
+                for m in mentions:
+                    sources[m["source"]] = sources.get(m["source"], 0) + 1
+        facts[split] = {"passages": passages, "tokens": tokens, "mentions": sum(sources.values()),
+                        "hyperlinks": sources.get("hyperlink", 0)}
+    facts["entities"] = pq.read_metadata(root / "entity_vocab" / "entity_vocab.parquet").num_rows
+    return facts
+
+
+# ----------------------------------------------------------------------------- runs
+
+
+def run_dir_of(grid: str, corpus: str, model: str, tiny: bool) -> Path:
+    return OUT / "runs" / (f"{grid}-tiny" if tiny else grid) / f"{corpus}-{model}"
+
+
+def train(grid: str, corpora: dict, corpus: str, model: str, steps: int, tiny: bool) -> dict:
+    """One arm's training (or the finished run already there, made with the same arguments)."""
+    cfg = GRIDS[grid]
+    run_dir = run_dir_of(grid, corpus, model, tiny)
+    args = train_args(grid, corpora[corpus], run_dir, model, steps, tiny)
+    done = run_dir / "train_done.json"
+    if done.exists() and json.loads((run_dir / "train_args.json").read_text()) == args:
+        return json.loads(done.read_text())
+    if run_dir.exists():
+        shutil.rmtree(run_dir)
+    run_dir.mkdir(parents=True)
+    (run_dir / "train_args.json").write_text(json.dumps(args))
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "MASTER_PORT": str(free_port()), "PYTHONPATH": str(REPO)}
+    if cfg["threads"]:
+        env.update(OMP_NUM_THREADS=str(cfg["threads"]), MKL_NUM_THREADS=str(cfg["threads"]))
+    log(f"train {corpus}-{model}: {steps} steps")
+    started = time.monotonic()
+    with open(run_dir / "train.log", "w") as out:
+        proc = subprocess.run([sys.executable, "-m", "trainer.pretrain", *args], cwd=REPO, env=env, stdout=out,
+                              stderr=subprocess.STDOUT)
+    if proc.returncode != 0:
+        raise RuntimeError(f"training failed ({proc.returncode}): {run_dir / 'train.log'}")
+    record = {"wall_s": round(time.monotonic() - started, 1)}
+    done.write_text(json.dumps(record))
+    log(f"train {corpus}-{model}: done in {record['wall_s']:.0f} s")
+    return record
+
+
+def checkpoints(run_dir: Path) -> list[Path]:
+    return sorted((run_dir / "checkpoints").glob("step_*"))
+
+
+def evaluate_arm(grid: str, corpora: dict, corpus: str, model: str, tiny: bool) -> dict:
+    """The final checkpoint on every validation passage (with its records, for paired comparisons), the
+    earlier checkpoints on a fixed subset (the held-out learning curve)."""
+    import numpy as np
+    import torch
+
+    from trainer.evaluate import evaluate, load_checkpoint
+    from trainer.metrics import read_metrics
+
+    cfg = GRIDS[grid]
+    run_dir = run_dir_of(grid, corpus, model, tiny)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    cached_eval = run_dir / "eval.json"
+    tags = checkpoints(run_dir)
+    if cached_eval.exists() and (run_dir / "eval_records.npz").exists():
+        result = json.loads(cached_eval.read_text())
+        records = dict(np.load(run_dir / "eval_records.npz"))
+    else:
+        started = time.monotonic()
+        net, run_config = load_checkpoint(tags[-1])
+        metrics, rec = evaluate(net.to(device), corpora["hyperlinks"], run_config["data"]["path"], 32,
+                                run_config["data"]["max_seq_len"], cfg["eval_passages"], return_records=True)
+        records = {f"m_{k}": v for k, v in rec["mentions"].items()} | {f"p_{k}": v for k, v in rec["passages"].items()}
+        np.savez(run_dir / "eval_records.npz", **records)
+        curve = []
+        for tag in tags[:-1]:  # held-out curve: the same fixed subset of passages at every checkpoint
+            early, _ = load_checkpoint(tag)
+            m = evaluate(early.to(device), corpora["hyperlinks"], run_config["data"]["path"], 32,
+                         run_config["data"]["max_seq_len"], cfg["curve_passages"])
+            curve.append({"step": int(tag.name.split("_")[1]), **{k: m[k] for k in CURVE_KEYS}})
+        final_subset = evaluate(net, corpora["hyperlinks"], run_config["data"]["path"], 32,
+                                run_config["data"]["max_seq_len"], cfg["curve_passages"]) if tags[:-1] else metrics
+        curve.append({"step": int(tags[-1].name.split("_")[1]), **{k: final_subset[k] for k in CURVE_KEYS}})
+        result = {"metrics": metrics, "heldout_curve": curve, "eval_s": round(time.monotonic() - started, 1)}
+        cached_eval.write_text(json.dumps(result, indent=2) + "\n")
+    rows = read_metrics(run_dir / "metrics.jsonl")
+    result["train_curve"] = [{k: r.get(k) for k in ("step", "split", "lm_loss", "el_loss", "el_acc", "grad_norm",
+                                                       "lm_grad_norm", "el_grad_norm", "clip_factor")} for r in rows]
+    result["checkpoint"] = str(tags[-1].relative_to(REPO))
+    return result, records
+
+
+CURVE_KEYS = ("other_lm_loss", "mention_lm_loss", "mention_first_token_acc", "el_acc", "el_acc_frequent")
+
+
+# ----------------------------------------------------------------------------- results
+
+
+def headline(metrics: dict) -> dict:
+    """The figures a check reads, for one model (learning.json's ``edmem`` / ``bart``)."""
+    iv = metrics["intervals"]
+    return {
+        "other_lm_loss": metrics["other_lm_loss"], "other_lm_loss_ci": iv["other_lm_loss"]["ci"],
+        "other_minus_unigram": iv["other_lm_loss"]["diff"], "other_minus_unigram_ci": iv["other_lm_loss"]["diff_ci"],
+        "other_token_acc": metrics["other_token_acc"],
+        "mention_lm_loss": metrics["mention_lm_loss"], "mention_minus_unigram": iv["mention_lm_loss"]["diff"],
+        "mention_minus_unigram_ci": iv["mention_lm_loss"]["diff_ci"],
+        "mention_token_acc": metrics["mention_token_acc"],
+        "mention_first_token_acc": metrics["mention_first_token_acc"],
+        "mention_first_token_acc_ci": iv["mention_first_token_acc"]["ci"],
+        "other_special_mass": metrics["other_special_mass"], "mention_special_mass": metrics["mention_special_mass"],
+        "el_acc": metrics["el_acc"], "el_acc_frequent": metrics["el_acc_frequent"],
+        "el_acc_frequent_ci": metrics["el_acc_frequent_ci"],
+        "el_frequent_minus_most_frequent": iv.get("el_acc_frequent", {}).get("diff"),
+        "el_frequent_minus_most_frequent_ci": iv.get("el_acc_frequent", {}).get("diff_ci"),
+        "el_acc_by_band": {b: v["el_acc"] for b, v in metrics["el_acc_by_band"].items()},
+    }
+
+
+def pass_criteria(results: dict) -> dict:
+    """Issue 30's two criteria for the control's EDMem, from learning.json's own keys."""
+    from trainer.eval_stats import CONTROL_LOSS_MARGIN_NATS
+
+    edmem, base = results["edmem"], results["baselines"]
+    loss_ok = edmem["other_lm_loss"] <= base["unigram_other_loss"] - CONTROL_LOSS_MARGIN_NATS
+    ci, diff_ci = edmem.get("el_acc_frequent_ci"), edmem.get("el_frequent_minus_most_frequent_ci")
+    el_ok = (edmem["el_acc_frequent"] is not None and edmem["el_acc_frequent"] > base["el_most_frequent_frequent"]
+             and diff_ci is not None and diff_ci[0] > 0 and ci is not None)
+    return {"other_loss_below_unigram_by_0.5": bool(loss_ok), "el_frequent_above_most_frequent": bool(el_ok),
+            "passed": bool(loss_ok and el_ok)}
+
+
+def paired(records: dict, a: str, b: str) -> dict:
+    """a - b on the same units (passages / mentions), with paired bootstrap intervals and the verdict against the
+    declared minimum effect."""
+    from trainer.eval_stats import MIN_EFFECT, bootstrap_ratio, supported
+
+    ra, rb = records[a], records[b]
+    for key in ("p_tokens", "m_tokens", "m_known"):
+        if not (ra[key] == rb[key]).all():
+            raise SystemExit(f"{a} and {b} were scored on different units ({key})")
+    has = (ra["m_tokens"] > 0).astype(float)
+    out = {
+        "other_lm_loss": bootstrap_ratio(ra["p_nll"], ra["p_tokens"], rb["p_nll"]),
+        "mention_lm_loss": bootstrap_ratio(ra["m_nll"], ra["m_tokens"], rb["m_nll"]),
+        "mention_first_token_acc": bootstrap_ratio(ra["m_first_correct"] * has, has, rb["m_first_correct"] * has),
+    }
+    for name, r in out.items():
+        r["supported"] = supported(r["diff"], r["diff_ci"], MIN_EFFECT["accuracy" if "acc" in name else "lm_loss_nats"])
+    return out
+
+
+def assemble(grid: str, arms: list, corpora: dict, evals: dict, records: dict, trains: dict, steps: int,
+             tiny: bool) -> dict:
+    control_edmem, control_bart = evals[("labels", "edmem")], evals[("labels", "bart")]
+    baselines = control_edmem["metrics"]["baselines"]
+    results = {
+        "grid": grid + ("-tiny" if tiny else ""), "steps": steps, "seed": SEED,
+        "train_args": {f"{c}-{m}": json.loads((run_dir_of(grid, c, m, tiny) / "train_args.json").read_text())
+                       for c, m in arms},
+        "corpora": {name: corpus_facts(path) for name, path in corpora.items()},
+        "vocab_size": VOCAB_SIZE,
+        "baselines": baselines,
+        "edmem": headline(control_edmem["metrics"]),
+        "bart": headline(control_bart["metrics"]),
+        "wall_s_per_run": {f"{c}-{m}": trains[(c, m)]["wall_s"] for c, m in arms},
+        "eval_s_per_run": {f"{c}-{m}": evals[(c, m)].get("eval_s") for c, m in arms},
+        "machine": {**machine(), "load_avg_at_end": os.getloadavg()},
+        "arms": {f"{c}-{m}": {"metrics": evals[(c, m)]["metrics"], "heldout_curve": evals[(c, m)]["heldout_curve"],
+                              "train_curve": evals[(c, m)]["train_curve"], "checkpoint": evals[(c, m)]["checkpoint"]}
+                 for c, m in arms},
+        "comparisons": {"memory (labels): edmem - bart": paired(records, ("labels", "edmem"), ("labels", "bart"))},
+    }
+    if ("hyperlinks", "edmem") in records:
+        results["comparisons"].update({
+            "memory (hyperlinks): edmem - bart": paired(records, ("hyperlinks", "edmem"), ("hyperlinks", "bart")),
+            "labels (edmem): labels - hyperlinks": paired(records, ("labels", "edmem"), ("hyperlinks", "edmem")),
+            "labels (bart): labels - hyperlinks": paired(records, ("labels", "bart"), ("hyperlinks", "bart")),
+        })
+    results["pass"] = pass_criteria(results)
+    return results
+
+
+def result_paths(grid: str, tiny: bool) -> tuple[Path, Path]:
+    stem = "learning" if grid == "cpu" else f"learning_{grid}"
+    root = OUT / "tiny" if tiny else RESULTS
+    return root / f"{stem}.json", root / f"{stem}.png"
+
+
+def write_plot(results: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    base = results["baselines"]
+    for name, arm in results["arms"].items():
+        train = [r for r in arm["train_curve"] if r["split"] == "train"]
+        axes[0].plot([r["step"] for r in train], [r["lm_loss"] for r in train], label=f"{name} train LM (masked input)")
+        curve = arm["heldout_curve"]
+        axes[1].plot([r["step"] for r in curve], [r["other_lm_loss"] for r in curve], "o-", label=f"{name} other")
+        axes[1].plot([r["step"] for r in curve], [r["mention_lm_loss"] for r in curve], "s--", label=f"{name} mention")
+        if arm["metrics"]["el_acc"] is not None:
+            axes[2].plot([r["step"] for r in curve], [r["el_acc_frequent"] for r in curve], "o-",
+                         label=f"{name} EL acc@1, >= 20 links")
+    for ax, key, label in ((axes[1], "unigram_other_loss", "unigram floor, other"),
+                           (axes[1], "unigram_mention_loss", "unigram floor, mention"),
+                           (axes[2], "el_most_frequent_frequent", "most frequent entity, >= 20 links")):
+        ax.axhline(base[key], color="grey", linestyle=":", label=label)
+    axes[0].set_title("training LM loss (all targets, training masking)")
+    axes[1].set_title("held-out word loss (nats)")
+    axes[2].set_title("held-out EL acc@1 on frequent targets")
+    for ax in axes:
+        ax.set_xlabel("step")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def _f(x, digits: int = 3) -> str:
+    return "n/a" if x is None else f"{x:.{digits}f}"
+
+
+def _ci(ci, digits: int = 3) -> str:
+    return "n/a" if not ci else f"[{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]"
+
+
+def doc_lines(results: dict) -> list[str]:
+    """The "Positive control" section of docs/ablation.md (bench_ablation.write_doc puts it first)."""
+    base, e, b, ok = results["baselines"], results["edmem"], results["bart"], results["pass"]
+    c = results["corpora"]["labels"]
+    lines = [
+        "## Positive control: does pre-training learn beyond token frequencies?",
+        "",
+        "Generated by `python benchmarks/bench_learning.py` from `benchmarks/results/learning.json`; learning curves",
+        "in `benchmarks/results/learning.png`. The protocol (data, model, budget, evaluation, pass criteria and the",
+        "minimum effects) is that script's docstring, written before the runs.",
+        "",
+        f"- data: the ukwiki excerpt, own byte-level BPE of {results['vocab_size']} ids (`wikiedm train-tokenizer`);"
+        f" labelled corpus: {c['train']['passages']:,} train passages ({c['train']['tokens']:,} tokens,"
+        f" {c['train']['hyperlinks']:,} hyperlinks, {c['train']['mentions']:,} mentions with the labels),"
+        f" {c['validation']['passages']:,} validation passages, {c['entities']:,} entities;",
+        f"- budget: {results['steps']} steps of 16 passages, one seed, CPU; wall time per run "
+        + ", ".join(f"{k} {v / 60:.0f} min" for k, v in results["wall_s_per_run"].items())
+        + f" (machine: {results['machine']['cpus']} cores shared with other work, load average "
+        f"{results['machine']['load_avg_at_start'][0]:.1f} at start);",
+        f"- evaluation: all {results['arms']['labels-edmem']['metrics']['passages']} validation passages, "
+        f"{results['arms']['labels-edmem']['metrics']['el_targets']:,} linking targets; word metrics (special ids out "
+        "of the softmax and the argmax); 95% bootstrap intervals.",
+        "",
+        "| | unigram floor / baseline | EDMem | BART |",
+        "|---|---:|---:|---:|",
+        f"| other-token loss (nats) | {_f(base['unigram_other_loss'])} | {_f(e['other_lm_loss'])} "
+        f"{_ci(e['other_lm_loss_ci'])} | {_f(b['other_lm_loss'])} {_ci(b['other_lm_loss_ci'])} |",
+        f"| other - unigram (nats) | | {_f(e['other_minus_unigram'])} {_ci(e['other_minus_unigram_ci'])} | "
+        f"{_f(b['other_minus_unigram'])} {_ci(b['other_minus_unigram_ci'])} |",
+        f"| other-token acc | {_f(base['constant_other_token_acc'])} (constant) | {_f(e['other_token_acc'])} | "
+        f"{_f(b['other_token_acc'])} |",
+        f"| mention-token loss (nats) | {_f(base['unigram_mention_loss'])} | {_f(e['mention_lm_loss'])} | "
+        f"{_f(b['mention_lm_loss'])} |",
+        f"| mention first-token acc | {_f(base['constant_first_token_acc'])} (constant) | "
+        f"{_f(e['mention_first_token_acc'])} {_ci(e['mention_first_token_acc_ci'])} | "
+        f"{_f(b['mention_first_token_acc'])} {_ci(b['mention_first_token_acc_ci'])} |",
+        f"| EL acc@1, all targets | {_f(base['el_most_frequent'])} (most frequent), {_f(base['el_alias_prior'])} "
+        f"(alias prior, mention visible) | {_f(e['el_acc'])} | – |",
+        f"| EL acc@1, targets linked >= 20 times | {_f(base['el_most_frequent_frequent'])} (most frequent) | "
+        f"{_f(e['el_acc_frequent'])} {_ci(e['el_acc_frequent_ci'])} | – |",
+        f"| EL - most frequent, >= 20 | | {_f(e['el_frequent_minus_most_frequent'])} "
+        f"{_ci(e['el_frequent_minus_most_frequent_ci'])} | – |",
+        "",
+        "EL acc@1 of EDMem by the target's training link count (targets; EDMem / most frequent / alias prior):",
+        "",
+        "| band | targets | EDMem | most frequent | alias prior (visible) |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for band, v in results["arms"]["labels-edmem"]["metrics"]["el_acc_by_band"].items():
+        lines.append(f"| {band} | {v['targets']} | {_f(v['el_acc'])} | {_f(v['most_frequent'])} | "
+                     f"{_f(v['alias_prior'])} |")
+    lines += ["", f"Pass criteria: other-token loss >= 0.5 nats below the unigram floor: "
+              f"**{'yes' if ok['other_loss_below_unigram_by_0.5'] else 'no'}**; EL acc@1 on frequent targets above "
+              f"the most-frequent baseline, interval excluding it: "
+              f"**{'yes' if ok['el_frequent_above_most_frequent'] else 'no'}**. "
+              f"The control {'passes' if ok['passed'] else 'fails'}.", "",
+              "Paired differences on the same units (bootstrap 95%; supported = interval excludes 0 and the size is "
+              "at least the declared minimum, 0.05 nats / 0.02):", "",
+              "| comparison | other loss | mention loss | mention first-token acc |", "|---|---:|---:|---:|"]
+    for name, comp in results["comparisons"].items():
+        cells = [f"{_f(comp[k]['diff'])} {_ci(comp[k]['diff_ci'])}{' (supported)' if comp[k]['supported'] else ''}"
+                 for k in ("other_lm_loss", "mention_lm_loss", "mention_first_token_acc")]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    grads = [r for r in results["arms"]["labels-edmem"]["train_curve"] if r.get("el_grad_norm") is not None]
+    if grads:
+        first, last = grads[0], grads[-1]
+        lines += ["", f"Gradient norms of the two terms (one micro-batch, before clipping at 1.0; EDMem, labels): "
+                  f"step {first['step']}: LM {first['lm_grad_norm']:.2f}, EL {first['el_grad_norm']:.2f}; step "
+                  f"{last['step']}: LM {last['lm_grad_norm']:.2f}, EL {last['el_grad_norm']:.2f} "
+                  f"(clip factor {_f(last.get('clip_factor'), 2)})."]
+    if "reading" in results:
+        lines += ["", *results["reading"]]
+    return lines + [""]
+
+
+def write_doc() -> None:
+    """docs/ablation.md, through bench_ablation (the positive control's section comes first)."""
+    import bench_ablation
+
+    main_results = bench_ablation.output_paths("small")[0]
+    if main_results.exists():
+        bench_ablation.write_doc(json.loads(main_results.read_text()))
+
+
+def save(results: dict, tiny: bool) -> Path:
+    path, png = result_paths(results["grid"].removesuffix("-tiny"), tiny)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(results, indent=2) + "\n")
+    write_plot(results, png)
+    if not tiny:
+        write_doc()
+    return path
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--arms", choices=sorted(ARMS), default="ablation", help="control: EDMem and BART on the labelled "
+                    "corpus; ablation: also both on the hyperlinks-only corpus")
+    ap.add_argument("--grid", choices=sorted(GRIDS), default="cpu", help="cpu: the control's budget on this machine; "
+                    "gpu: d_model 512, 2+4 layers, entity_dim 128, batch 256 on one GPU")
+    ap.add_argument("--steps", type=int, default=0, help="override the grid's steps (0: the protocol's)")
+    ap.add_argument("--tiny", action="store_true", help="a tiny model, 2 steps, 16 passages evaluated: the plumbing "
+                    "only (results under out/learning/tiny, not in benchmarks/results)")
+    ap.add_argument("--report", action="store_true", help="only redraw the plot and docs/ablation.md from the JSON")
+    args = ap.parse_args(argv)
+    if args.report:
+        path, png = result_paths(args.grid, False)
+        write_plot(json.loads(path.read_text()), png)
+        write_doc()
+        return
+    cfg = GRIDS[args.grid]
+    steps = 2 if args.tiny else (args.steps or cfg["steps"])
+    if args.tiny:
+        GRIDS[args.grid] = cfg = {**cfg, "eval_passages": 16, "curve_passages": 16}
+    arms = list(ARMS[args.arms])
+    corpora = build_corpora()
+    facts = {name: corpus_facts(path) for name, path in corpora.items()}
+    if facts["hyperlinks"]["validation"] != {**facts["labels"]["validation"], "mentions": facts["hyperlinks"][
+            "validation"]["mentions"]} or facts["hyperlinks"]["entities"] != facts["labels"]["entities"]:
+        raise SystemExit("the hyperlinks-only and labelled corpora differ in their validation passages or entities")
+    parallel = len(arms) if cfg["threads"] else 1
+    log(f"grid {args.grid}{' (tiny)' if args.tiny else ''}: {len(arms)} arms x {steps} steps, {parallel} at once")
+    with concurrent.futures.ThreadPoolExecutor(parallel) as pool:
+        futures = {arm: pool.submit(train, args.grid, corpora, *arm, steps, args.tiny) for arm in arms}
+        trains = {arm: f.result() for arm, f in futures.items()}
+    evals, records = {}, {}
+    for arm in arms:
+        log(f"evaluate {'-'.join(arm)}")
+        evals[arm], records[arm] = evaluate_arm(args.grid, corpora, *arm, args.tiny)
+    results = assemble(args.grid, arms, corpora, evals, records, trains, steps, args.tiny)
+    path = save(results, args.tiny)
+    log(f"wrote {path}: pass {results['pass']}")
+
+
+if __name__ == "__main__":
+    main()

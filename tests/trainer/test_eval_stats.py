@@ -11,7 +11,6 @@ import pytest
 from schemas.corpus import MentionSource
 from trainer.eval_stats import (
     BANDS,
-    TrainingStats,
     band_of,
     bootstrap_ratio,
     supported,

@@ -591,9 +591,9 @@ def learning_section() -> list[str]:
     if not path.exists():
         return []
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from bench_learning import doc_lines
+    from bench_learning import doc_sections
 
-    return [*doc_lines(json.loads(path.read_text())),
+    return [*doc_sections(),
             "## The 24-run grid (before the positive control)", "",
             "The grid below predates the evaluation above: its token losses and accuracies are over the whole",
             "vocabulary (the markers [Es]/[Ee] in the softmax and the argmax: a token accuracy of 0.000 there is a",

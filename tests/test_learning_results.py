@@ -57,3 +57,19 @@ def test_pass_criteria(other, el, diff_ci, loss_ok, el_ok):
     verdict = pass_criteria(_results(other, el, [el - 0.02, el + 0.02], diff_ci))
     assert verdict == {"other_loss_below_unigram_by_0.5": loss_ok, "el_frequent_above_most_frequent": el_ok,
                        "passed": loss_ok and el_ok}
+
+
+def test_gpu_grid_is_the_issues_geometry_and_parses(tmp_path):
+    """The GPU grid's command line (one H100): d_model 512, 2 + 4 layers per stack, entity_dim 128, batch 128-256;
+    every arm's arguments parse as a trainer config (its plumbing ran end to end with --tiny on CPU)."""
+    from bench_learning import ARMS, train_args
+
+    from trainer.config import config_parser
+
+    for corpus, model in ARMS["ablation"]:
+        args = train_args("gpu", tmp_path / corpus, tmp_path / "run", model, GRIDS["gpu"]["steps"])
+        cfg, _ = config_parser().parse(args)
+        assert (cfg.model.d_model, cfg.model.lower_layers, cfg.model.upper_layers, cfg.model.entity_dim) == (512, 2, 4,
+                                                                                                            128)
+        assert 128 <= cfg.train.global_batch_size <= 256 and cfg.train.max_steps == GRIDS["gpu"]["steps"]
+        assert cfg.model.memory == {"edmem": "entity", "bart": "none"}[model] and cfg.train.keep_checkpoints == 0

@@ -37,6 +37,7 @@ passages for the other-token metrics. Every validation passage is scored unless 
 """
 from __future__ import annotations
 
+import functools
 import json
 import math
 import sys
@@ -148,7 +149,7 @@ def evaluate(model: EDMem, corpus: str | Path, model_corpus: str | Path | None =
         rows = select_passages(rows, max_passages)
         counts = {**counts, "passages": len(rows), "hyperlinks": sum(len(r["mentions"]) for r in rows),
                   "validation_passages": counts["passages"]}
-    stats = training_stats(eval_corpus.train_shards, ids.vocab_size, eval_corpus.n_entities, ids.special)
+    stats = _training_stats(tuple(eval_corpus.train_shards), ids.vocab_size, eval_corpus.n_entities, ids.special)
     max_len = max_seq_len or spec.model.max_positions
     collator = Collator(ids, max_len, p_rtm=0.0, p_ssm=1.0, seed=EVAL_SEED)
     device = next(model.parameters()).device
@@ -218,6 +219,12 @@ def evaluate(model: EDMem, corpus: str | Path, model_corpus: str | Path | None =
                    truncated_tokens=int(truncated), **counts)
     metrics["baselines"]["most_frequent_entity"] = stats.most_frequent_entity
     return (metrics, {"mentions": mentions, "passages": passages}) if return_records else metrics
+
+
+@functools.lru_cache(maxsize=2)
+def _training_stats(shards: tuple, vocab_size: int, n_entities: int, special: tuple):
+    """training_stats, once per corpus in a process that evaluates several checkpoints."""
+    return training_stats(list(shards), vocab_size, n_entities, special)
 
 
 MENTION_FIELDS = ("passage", "tokens", "nll", "full_nll", "correct", "unigram_nll", "constant_correct", "first_correct",

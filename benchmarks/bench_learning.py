@@ -80,7 +80,8 @@ GRIDS = {
                           "--optim.lr", "3e-3", "--optim.warmup_fraction", "0.05", "--optim.grad_clip", "1.0",
                           "--optim.el_weight", "1.0", "--train.global_batch_size", "16",
                           "--train.micro_batch_size", "16", "--train.bf16", "false", "--train.log_every", "10",
-                          "--train.eval_every", "50", "--train.keep_checkpoints", "0", "--train.report_to", "none")},
+                          "--train.eval_every", "50", "--train.keep_checkpoints", "0", "--train.report_to", "none",
+                          "--train.log_loss_grad_norms", "true")},
     # Follow-up, added after the first control run was seen (not pre-registered): its EDMem runs became unstable at
     # lr 3e-3 (LM gradient spikes, the EL loss collapsing back to its initial value after step 120): the same
     # protocol at lr 1e-3 with 10% warm-up, the control's two arms only.
@@ -98,7 +99,8 @@ GRIDS = {
                           "--optim.lr", "1e-3", "--optim.warmup_fraction", "0.05", "--optim.grad_clip", "1.0",
                           "--optim.el_weight", "1.0", "--train.global_batch_size", "256",
                           "--train.micro_batch_size", "auto", "--train.log_every", "20",
-                          "--train.eval_every", "100", "--train.keep_checkpoints", "0", "--train.report_to", "none")},
+                          "--train.eval_every", "100", "--train.keep_checkpoints", "0", "--train.report_to", "none",
+                          "--train.log_loss_grad_norms", "true")},
 }
 GRIDS["cpu-lr1e-3"]["overrides"] = (*GRIDS["cpu"]["overrides"], "--optim.lr", "1e-3", "--optim.warmup_fraction", "0.1")
 # --tiny: the GPU grid's plumbing on CPU (every stage runs; nothing is learnt)

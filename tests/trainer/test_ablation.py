@@ -98,7 +98,8 @@ def short_runs(corpus_dir, tmp_path_factory):
     """EDMem and the memory-less BART, 1 rank, DeepSpeed ZeRO-2 on CPU, 6 steps each, checkpointed at the end."""
     root = tmp_path_factory.mktemp("ablation_runs")
     short = ("--train.stop_after_steps", "6", "--max_steps", "6", "--train.save_every", "6", "--train.eval_every", "3",
-             "--data.max_seq_len", "256", "--model.max_positions", "256")  # whole validation passages
+             "--data.max_seq_len", "256", "--model.max_positions", "256",  # whole validation passages
+             "--train.log_loss_grad_norms", "true")
     return {memory: run(corpus_dir, root / memory, 1, "--model.memory", memory, *short) for memory in ("entity", "none")}
 
 
@@ -130,6 +131,10 @@ def _flat(d: dict, prefix: str = "") -> dict:
 def test_memory_none_trains_under_deepspeed_and_both_evaluate(short_runs, corpus_dir):
     none_rows = [r for r in read_metrics(short_runs["none"] / "metrics.jsonl") if r["split"] == "train"]
     assert len(none_rows) == 6 and all(r["el_loss"] == 0 and r["mentions"] == 0 for r in none_rows)
+    # the two terms' gradient norms, logged apart (BART has no EL term), and the clipping factor
+    entity_rows = [r for r in read_metrics(short_runs["entity"] / "metrics.jsonl") if r["split"] == "train"]
+    assert all(r["lm_grad_norm"] > 0 and r["el_grad_norm"] > 0 and 0 < r["clip_factor"] <= 1 for r in entity_rows)
+    assert all(r["lm_grad_norm"] > 0 and "el_grad_norm" not in r for r in none_rows)
     assert none_rows[-1]["lm_loss"] < none_rows[0]["lm_loss"]
     config = (short_runs["none"] / "config.yaml").read_text()
     assert "memory: none" in config

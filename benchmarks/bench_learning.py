@@ -524,9 +524,20 @@ def doc_lines(results: dict) -> list[str]:
                      + (f"{_f(d['el_best'])} ({d['el_best_step']}) | {_f(d['el_final'])}" if d["el_best"] is not None
                         else "– | –")
                      + f" | {_f(d['lm_grad'], 2)} / {_f(d['el_grad'], 2)} | {_f(d['clip'], 2)} |")
+    edmem_arms = [n for n, a in results["arms"].items() if a["metrics"]["el_acc"] is not None]
+    lines += ["", "The pass criteria applied to every EDMem arm:", "",
+              "| arm | other loss - unigram (nats) | EL acc@1, >= 20 links | - most frequent | loss criterion | "
+              "EL criterion |", "|---|---:|---:|---:|---|---|"]
+    for name in edmem_arms:
+        m = results["arms"][name]["metrics"]
+        v, iv = arm_criteria(m), m["intervals"]
+        lines.append(f"| {name} | {_f(iv['other_lm_loss']['diff'])} {_ci(iv['other_lm_loss']['diff_ci'])} | "
+                     f"{_f(m['el_acc_frequent'])} {_ci(m['el_acc_frequent_ci'])} | {_f(iv['el_acc_frequent']['diff'])} "
+                     f"{_ci(iv['el_acc_frequent']['diff_ci'])} | {'met' if v['other_loss_below_unigram_by_0.5'] else 'not met'} | "
+                     f"{'met' if v['el_frequent_above_most_frequent'] else 'not met'} |")
     reading = READINGS.get(grid)
     if reading:
-        lines += ["", "Reading (written after the figures above were seen):", "", *reading]
+        lines += ["", "Reading (written after the figures above were seen):", "", *reading(results)]
     return lines + [""]
 
 
@@ -546,8 +557,74 @@ def dynamics(curve: list[dict], steps: int) -> dict:
             "clip": med([r["clip_factor"] for r in train if r.get("clip_factor") is not None])}
 
 
+def arm_criteria(metrics: dict) -> dict:
+    """The control's pass criteria applied to any EDMem arm's metrics."""
+    iv = metrics["intervals"]
+    return pass_criteria({"baselines": metrics["baselines"], "edmem": {
+        "other_lm_loss": metrics["other_lm_loss"], "el_acc_frequent": metrics["el_acc_frequent"],
+        "el_acc_frequent_ci": metrics["el_acc_frequent_ci"],
+        "el_frequent_minus_most_frequent_ci": iv["el_acc_frequent"]["diff_ci"]}})
+
+
+def reading_cpu(results: dict) -> list[str]:
+    """What the ``cpu`` grid's figures mean (written after they were seen; the figures come from the results)."""
+    arms, base = results["arms"], results["baselines"]
+    if "hyperlinks-edmem" not in arms:
+        return []
+    hyp, lab = arms["hyperlinks-edmem"]["metrics"], arms["labels-edmem"]["metrics"]
+    hyp_ok, lab_ok = arm_criteria(hyp), arm_criteria(lab)
+    dyn = {name: dynamics(arm["train_curve"], results["steps"]) for name, arm in arms.items()}
+    stuck = [name for name, d in dyn.items() if d["lm_late"] is not None and d["lm_late"] > d["lm_early"] - 0.3]
+    hyp_el = [r for r in arms["hyperlinks-edmem"]["train_curve"] if r["split"] == "train"]
+    peak = max(hyp_el, key=lambda r: r["el_acc"])
+    after = [r for r in hyp_el if r["step"] > peak["step"]]
+    lines = [
+        f"- **The pre-registered control fails; the same model on the hyperlinks-only corpus passes.** EDMem on the "
+        f"labelled corpus: other-token loss {lab['other_lm_loss']:.2f} nats, "
+        f"{base['unigram_other_loss'] - lab['other_lm_loss']:.2f} below the unigram floor (0.5 required); EL acc@1 on "
+        f"frequent targets {lab['el_acc_frequent']:.3f} against {base['el_most_frequent_frequent']:.3f}. EDMem on the "
+        f"hyperlinks-only corpus, with the same geometry, budget, seed and evaluation: other-token loss "
+        f"{hyp['other_lm_loss']:.2f} nats ({base['unigram_other_loss'] - hyp['other_lm_loss']:.2f} below the floor), "
+        f"EL acc@1 on frequent targets {hyp['el_acc_frequent']:.3f} {_ci(hyp['el_acc_frequent_ci'])}, "
+        f"{hyp['intervals']['el_acc_frequent']['diff']:+.3f} {_ci(hyp['intervals']['el_acc_frequent']['diff_ci'])} "
+        f"against the most frequent entity: both criteria "
+        f"{'met' if hyp_ok['passed'] else 'not met'} (labelled arm: {'met' if lab_ok['passed'] else 'not met'}).",
+        "- **Not a wiring bug**: the code path that fails in the control learns beyond token frequencies in the other "
+        "arm (word loss far below the floor on tokens it sees, entity linking above the prior on frequent targets, "
+        "on held-out pages).",
+        f"- **Scale (optimisation), not data.** {len(stuck)} of the {len(arms)} runs ({', '.join(stuck)}) never left "
+        "the unigram plateau: their training LM loss at the end is within 0.3 nats of its value at steps 30-50 "
+        "(table above), and their held-out losses sit at or just below the floor (the two BART runs' figures are "
+        "the unigram distribution itself, whichever corpus they were trained on). The run that left it did so around steps 90-120 "
+        "of its curve. At 400 steps of 16 passages (about half an epoch) leaving the plateau is a matter of chance, so "
+        "at this budget a one-seed comparison of two arms measures which run left it, not what the memory or the "
+        "labels do: the large 'supported' differences in the table above (memory on the hyperlinks corpus, labels for "
+        "EDMem) are that, and are not read as effects. The data supports learning: the alias prior reaches "
+        f"{arms['labels-edmem']['metrics']['el_acc_by_band']['>=20']['alias_prior']:.2f} on frequent targets when the "
+        "mention is visible, and the hyperlinks arm learnt from the same pages.",
+        f"- **Instability at lr 3e-3.** The hyperlinks EDMem's training EL acc@1 peaked at {peak['el_acc']:.3f} "
+        f"(step {peak['step']}) and fell to {after[-1]['el_acc'] if after else peak['el_acc']:.3f} by the end, with "
+        "LM-gradient spikes in the same runs; its held-out EL accuracy is what survived that. A follow-up at lr 1e-3 "
+        "with 10% warm-up (`--grid cpu-lr1e-3 --arms control`) is prepared; it was started and stopped for lack of "
+        "machine time (beside the grid's runs and other work on the two shared cores it would not have finished in "
+        "the session), so it has no results.",
+        f"- **The EL term's gradient.** With the EL term the mean of the three reads, its gradient norm is still "
+        f"larger than the LM's (median {dyn['labels-edmem']['el_grad']:.2f} against {dyn['labels-edmem']['lm_grad']:.2f} "
+        f"in the labelled EDMem run) and clipping at 1.0 scaled the median step by {dyn['labels-edmem']['clip']:.2f}. "
+        "AdamW largely undoes a common scale of the whole gradient, so clipping by itself does not starve the LM. "
+        "The norms are over all parameters, the entity table and the query projections included; how the two terms "
+        "split over the shared transformer layers, and whether the EL term delays the LM's exit from the plateau, "
+        "is not measured here (it would take seeds at lambda 0.3 and 1).",
+        "- **What it takes next:** several seeds and more steps per arm (the plateau), i.e. the GPU grid "
+        "(`python benchmarks/bench_learning.py --grid gpu`: d_model 512, 2 + 4 layers, entity_dim 128, batch 256, "
+        "600 steps per arm, sized to ~10 minutes for the four arms on one H100 by estimate; its plumbing was run end to "
+        "end on CPU with `--tiny`). It has not been run: no GPU in this session.",
+    ]
+    return lines
+
+
 # What the figures of a grid mean, written after they were seen (docs/ablation.md prints it under the figures).
-READINGS: dict[str, list[str]] = {}
+READINGS = {"cpu": reading_cpu}
 
 
 def _one_thread() -> None:

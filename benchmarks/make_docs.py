@@ -465,10 +465,6 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
-
-
 @renders("learning", "learning_gpu", "learning_cpu-lr1e-3")
 def render_learning(stem: str, data: dict) -> Section:
     """The positive control (benchmarks/bench_learning.py): held-out word metrics against the baselines."""
@@ -489,6 +485,11 @@ def render_learning(stem: str, data: dict) -> Section:
              f(e["el_acc_frequent"]) + ci(e["el_acc_frequent_ci"]), "–"],
             ["EL acc@1, all targets", f(base["el_most_frequent"]) + " (most frequent)", f(e["el_acc"]), "–"]]
     body = table(["held-out figure", "baseline", "EDMem", "BART"], rows)
+    for name, arm in data.get("arms", {}).items():  # the other EDMem arms (the ablation at the control's budget)
+        m = arm["metrics"]
+        if name != "labels-edmem" and m.get("el_acc") is not None:
+            body += (f"\n\nEDMem arm `{name}` (same budget and evaluation): other-token loss {f(m['other_lm_loss'])}, "
+                     f"EL acc@1 on targets linked >= 20 times {f(m['el_acc_frequent'])}{ci(m['el_acc_frequent_ci'])}.")
     verdict = data["pass"]
     body += (f"\n\nPass criteria (issue 30): other-token loss >= 0.5 nats below the unigram floor: "
              f"{'yes' if verdict['other_loss_below_unigram_by_0.5'] else 'no'}; EL acc@1 on frequent targets above the "
@@ -500,3 +501,7 @@ def render_learning(stem: str, data: dict) -> Section:
                    "benchmarks/bench_learning.py", machine_of(data),
                    f"ukwiki excerpt, own BPE of {data['vocab_size']} ids; {data['steps']} steps of 16 passages per run, "
                    f"seed {data['seed']}", body)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -603,5 +603,43 @@ def scale_estimates(data: dict) -> str:
     return body
 
 
+@renders("learning", "learning_gpu", "learning_cpu-lr1e-3")
+def render_learning(stem: str, data: dict) -> Section:
+    """The positive control (benchmarks/bench_learning.py): held-out word metrics against the baselines."""
+    def f(x: Any, digits: int = 3) -> str:
+        return "–" if x is None else f"{x:.{digits}f}"
+
+    def ci(x: Any) -> str:
+        return "" if not x else f" [{x[0]:.3f}, {x[1]:.3f}]"
+
+    base, e, b = data["baselines"], data["edmem"], data["bart"]
+    rows = [["other-token loss (nats)", f(base["unigram_other_loss"]) + " (unigram)",
+             f(e["other_lm_loss"]) + ci(e["other_lm_loss_ci"]), f(b["other_lm_loss"]) + ci(b["other_lm_loss_ci"])],
+            ["mention-token loss (nats)", f(base["unigram_mention_loss"]) + " (unigram)", f(e["mention_lm_loss"]),
+             f(b["mention_lm_loss"])],
+            ["mention first-token acc", f(base["constant_first_token_acc"]) + " (constant)",
+             f(e["mention_first_token_acc"]), f(b["mention_first_token_acc"])],
+            ["EL acc@1, targets linked >= 20 times", f(base["el_most_frequent_frequent"]) + " (most frequent)",
+             f(e["el_acc_frequent"]) + ci(e["el_acc_frequent_ci"]), "–"],
+            ["EL acc@1, all targets", f(base["el_most_frequent"]) + " (most frequent)", f(e["el_acc"]), "–"]]
+    body = table(["held-out figure", "baseline", "EDMem", "BART"], rows)
+    for name, arm in data.get("arms", {}).items():  # the other EDMem arms (the ablation at the control's budget)
+        m = arm["metrics"]
+        if name != "labels-edmem" and m.get("el_acc") is not None:
+            body += (f"\n\nEDMem arm `{name}` (same budget and evaluation): other-token loss {f(m['other_lm_loss'])}, "
+                     f"EL acc@1 on targets linked >= 20 times {f(m['el_acc_frequent'])}{ci(m['el_acc_frequent_ci'])}.")
+    verdict = data["pass"]
+    body += (f"\n\nPass criteria (issue 30): other-token loss >= 0.5 nats below the unigram floor: "
+             f"{'yes' if verdict['other_loss_below_unigram_by_0.5'] else 'no'}; EL acc@1 on frequent targets above the "
+             f"most-frequent baseline with the interval excluding it: "
+             f"{'yes' if verdict['el_frequent_above_most_frequent'] else 'no'}. Wall time per run (minutes): "
+             + ", ".join(f"{k} {v / 60:.0f}" for k, v in data["wall_s_per_run"].items())
+             + ". Word metrics, all validation passages, 95% bootstrap intervals: [ablation.md](ablation.md).")
+    return Section(f"Positive control, grid `{data['grid']}`: learning beyond token frequencies",
+                   "benchmarks/bench_learning.py", machine_of(data),
+                   f"ukwiki excerpt, own BPE of {data['vocab_size']} ids; {data['steps']} steps of 16 passages per run, "
+                   f"seed {data['seed']}", body)
+
+
 if __name__ == "__main__":
     sys.exit(main())

@@ -95,6 +95,9 @@ SUITE: list[Benchmark] = [
     Benchmark("entity_kernels_sm90", "trainer", "what the entity-softmax kernels compile to for sm_90 (no GPU needed)",
               _py("entity_kernels_sm90.py", *_json("entity_kernels_sm90"))),
     # the ablation
+    Benchmark("learning", "ablation", "the positive control: EDMem and BART on the ukwiki excerpt with its own "
+              "tokenizer, word metrics against the unigram floor and the EL baselines, and the 2x2 ablation at its budget",
+              _py("bench_learning.py")),
     Benchmark("ablation", "ablation", "BART vs EDMem, with and without the missing-mention labels, `small` config",
               _py("bench_ablation.py", "--config", "small")),
     Benchmark("ablation_small-long", "ablation", "the same grid, `small-long` config (3x the steps)",

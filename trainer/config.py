@@ -121,6 +121,10 @@ class TrainConfig:
     save_every: int = option(1000, "optimizer steps between checkpoints (0: only at the end)")
     keep_checkpoints: int = option(3, "checkpoints kept on disk (oldest deleted; 0: keep all)")
     resume: str = option("auto", "'auto' (latest checkpoint in output_dir if any), 'none', or a checkpoint tag/path")
+    log_loss_grad_norms: bool = option(True, "at each logging step, also log the gradient norms of the LM term and of "
+                                       "the weighted EL term alone (lm_grad_norm, el_grad_norm: one micro-batch, "
+                                       "before clipping; two extra backward passes per logged step). One rank "
+                                       "below ZeRO-3 with a replicated table only; elsewhere not logged")
     log_sample_ids: bool = option(False, "also write the passage ids of every global batch to samples.jsonl (tests)")
     stop_after_steps: int = option(0, "exit after this many steps (simulates a kill; 0: off). Schedule still uses max_steps")
     plot: bool = option(True, "write loss.png at the end of the run")

@@ -64,9 +64,10 @@ class StepAccumulator:
 
 
 def summarize(s: dict, el_weight: float) -> dict:
-    """Global ratios: LM loss per target token, EL loss summed over the three reads (each a mean over mentions)."""
+    """Global ratios: LM loss per target token, EL loss the mean over the three reads (each a mean over mentions),
+    as in EDMem.forward."""
     lm_loss = s["lm_sum"] / max(s["lm_tokens"], 1)
-    el_loss = sum(s[f"el_{r}_sum"] / max(s[f"el_{r}_count"], 1) for r in READS)
+    el_loss = sum(s[f"el_{r}_sum"] / max(s[f"el_{r}_count"], 1) for r in READS) / len(READS)
     record = {
         "loss": lm_loss + el_weight * el_loss,
         "lm_loss": lm_loss,
@@ -83,6 +84,27 @@ def summarize(s: dict, el_weight: float) -> dict:
         record["memory_comm_bytes"] = s["memory_comm_bytes"] / s["steps"]  # bytes the entity memory communicated
         record["data_wait_s"] = s["data_wait_s"] / s["steps"]  # seconds the loop waited for the step's batches
     return record
+
+
+def loss_grad_norms(module: torch.nn.Module, inputs: dict) -> dict:
+    """The L2 norms of the gradients of the LM term and of the weighted EL term (el_weight x EL) alone, on one
+    micro-batch, before clipping: how the two losses share the update that global-norm clipping scales as a
+    whole. A forward of its own on detached copies of the parameters (``torch.func.functional_call``): no
+    DeepSpeed gradient hook fires and no ``.grad`` changes; the RNG is forked, so dropout in the training
+    step is the same with or without it. -> {"lm_grad_norm", "el_grad_norm"} (the latter absent without
+    an EL term)."""
+    params = {n: p.detach().requires_grad_(p.requires_grad) for n, p in module.named_parameters()}
+    devices = [torch.cuda.current_device()] if torch.cuda.is_available() else []
+    with torch.random.fork_rng(devices=devices):
+        out = torch.func.functional_call(module, params, (), inputs)
+    leaves = [p for p in params.values() if p.requires_grad]
+    norms = {}
+    for key, term in (("lm_grad_norm", out.get("lm_term")), ("el_grad_norm", out.get("el_term"))):
+        if term is None or not term.requires_grad:
+            continue
+        grads = torch.autograd.grad(term, leaves, retain_graph=True, allow_unused=True)
+        norms[key] = float(torch.sqrt(sum((g.float() ** 2).sum() for g in grads if g is not None)))
+    return norms
 
 
 def peak_flops(configured_tflops: float) -> float | None:
@@ -178,7 +200,8 @@ class MetricsLog:
             f.write(json.dumps(record) + "\n")
         fields = [f"step {record['step']}"]
         for key, fmt in (("loss", ".4f"), ("lm_loss", ".4f"), ("el_loss", ".4f"), ("el_acc", ".3f"),
-                         ("el_acc_enc", ".3f"), ("lr", ".2e"), ("grad_norm", ".3f"), ("tokens_per_s", ".0f"),
+                         ("el_acc_enc", ".3f"), ("lr", ".2e"), ("grad_norm", ".3f"), ("lm_grad_norm", ".3f"),
+                         ("el_grad_norm", ".3f"), ("tokens_per_s", ".0f"),
                          ("mfu", ".3f"), ("data_wait_frac", ".3f"), ("memory_comm_bytes", ".3g"),
                          ("dropped_mentions", "d")):
             if record.get(key) is not None:

@@ -307,9 +307,11 @@ class EDMem(nn.Module):
                 masked_mentions=None, decoder_masked_mentions=None, **_unused):
         """Returns sums and counts (so ranks and micro-batches aggregate exactly) and the loss to optimise.
 
-        loss = LM cross-entropy (mean over target tokens) + el_weight * sum over the three reads of the
-        EL cross-entropy (mean over mentions with a known entity). A batch without such mentions
-        contributes 0 to the EL term: its sum is over an empty set, no NaN to hide.
+        loss = LM cross-entropy (mean over target tokens) + el_weight * the mean over the three reads of
+        the EL cross-entropy (each a mean over mentions with a known entity), as EDMem averages them: at
+        el_weight 1 the EL term weighs as much as one read's loss, not three. A batch without such mentions
+        contributes 0 to the EL term: its sum is over an empty set, no NaN to hide. ``lm_term`` and
+        ``el_term`` (el_weight x EL) keep their graph, for the per-loss gradient norms the trainer logs.
         """
         _, dec_h, (enc_pos, enc_targets, enc_el), (dec_pos, dec_targets, dec_el) = self.encode_decode(
             input_ids, attention_mask, decoder_input_ids, entity_ids, decoder_entity_ids)
@@ -335,7 +337,7 @@ class EDMem(nn.Module):
         for name, ((lse, target_score, top1), targets, known) in reads.items():
             ce_sum = ((lse - target_score) * known).sum()
             count = known.sum()
-            el_loss = el_loss + ce_sum / count.clamp(min=1)
+            el_loss = el_loss + ce_sum / count.clamp(min=1) / len(reads)
             out[f"el_{name}_sum"], out[f"el_{name}_count"] = ce_sum.detach(), count
             out[f"el_{name}_correct"] = ((top1 == targets) & known).sum()  # acc@1 of this read
         lm_loss = lm_sum / lm_tokens.clamp(min=1)
@@ -344,7 +346,7 @@ class EDMem(nn.Module):
         masked = dec_known if decoder_masked_mentions is None else decoder_masked_mentions[dec_pos] & dec_known
         hit = head_top1 == dec_targets
         out.update({
-            "loss": lm_loss + self.el_weight * el_loss,
+            "loss": lm_loss + self.el_weight * el_loss, "lm_term": lm_loss, "el_term": self.el_weight * el_loss,
             "lm_loss": lm_loss.detach(), "el_loss": el_loss.detach(),
             "lm_sum": lm_sum.detach(), "lm_tokens": lm_tokens,
             "el_correct_masked": (hit & masked).sum(), "el_masked": masked.sum(),
@@ -361,5 +363,5 @@ def lm_only_outputs(lm_sum: torch.Tensor, lm_tokens: torch.Tensor) -> dict:
     """forward's outputs for model.memory 'none': the LM loss, and zero EL counters (the trainer's sums stay whole)."""
     lm_loss = lm_sum / lm_tokens.clamp(min=1)
     zero = lm_tokens.new_zeros(())
-    return {"loss": lm_loss, "lm_loss": lm_loss.detach(), "el_loss": lm_sum.new_zeros(()),
+    return {"loss": lm_loss, "lm_term": lm_loss, "lm_loss": lm_loss.detach(), "el_loss": lm_sum.new_zeros(()),
             "lm_sum": lm_sum.detach(), "lm_tokens": lm_tokens, **dict.fromkeys(EL_COUNTERS, zero)}

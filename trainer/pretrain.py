@@ -46,6 +46,7 @@ from trainer.metrics import (
     StepAccumulator,
     Timer,
     flops_per_step,
+    loss_grad_norms,
     peak_flops,
     plot_losses,
     report_sinks,
@@ -362,12 +363,19 @@ def train(argv: list[str] | None = None) -> None:
     acc, timer = StepAccumulator(), Timer()
     steps_this_run = 0
     memory_grad_norm = None
+    # Per-loss gradient norms (train.log_loss_grad_norms): a forward of their own on copies of the parameters. Not
+    # with split rows (their reads add into rows.weight.grad in any backward) nor ZeRO-3 (partitioned parameters).
+    split_norms = cfg.train.log_loss_grad_norms and rows is None and stage < 3 and world_size == 1
     while step < cfg.train.max_steps:
         waiting = time.perf_counter()  # host time blocked on the prefetcher: the data path not keeping up
         micro_batches = next(train_batches)
         data_wait_s = time.perf_counter() - waiting
         samples_seen += cfg.train.global_batch_size  # the resume position (the prefetcher runs ahead)
+        logging_step = (step + 1) % cfg.train.log_every == 0 or step + 1 == cfg.train.max_steps
+        grad_norms = {}
         for batch in micro_batches:
+            if split_norms and logging_step and not grad_norms:  # the step's first micro-batch
+                grad_norms = loss_grad_norms(engine.module, inputs(batch))
             out = engine(**inputs(batch))
             engine.backward(out["loss"])
             engine.step()  # DeepSpeed steps the optimizer and scheduler at the accumulation boundary
@@ -395,6 +403,9 @@ def train(argv: list[str] | None = None) -> None:
             record["data_wait_frac"] = record["data_wait_s"] / record["step_time_s"]  # of the loop's time, rank mean
             if isinstance(record["grad_norm"], torch.Tensor):
                 record["grad_norm"] = record["grad_norm"].item()
+            record.update(grad_norms)
+            if record["grad_norm"] is not None and cfg.optim.grad_clip > 0:  # the factor clipping scaled the step by
+                record["clip_factor"] = min(1.0, cfg.optim.grad_clip / max(record["grad_norm"], 1e-12))
             if memory_grad_norm is not None:
                 record["memory_grad_norm"] = memory_grad_norm.item()
             if device.type == "cuda":  # the run's high-water mark of allocated device memory so far

@@ -98,7 +98,8 @@ def short_runs(corpus_dir, tmp_path_factory):
     """EDMem and the memory-less BART, 1 rank, DeepSpeed ZeRO-2 on CPU, 6 steps each, checkpointed at the end."""
     root = tmp_path_factory.mktemp("ablation_runs")
     short = ("--train.stop_after_steps", "6", "--max_steps", "6", "--train.save_every", "6", "--train.eval_every", "3",
-             "--data.max_seq_len", "256", "--model.max_positions", "256")  # whole validation passages
+             "--data.max_seq_len", "256", "--model.max_positions", "256",  # whole validation passages
+             "--train.log_loss_grad_norms", "true")
     return {memory: run(corpus_dir, root / memory, 1, "--model.memory", memory, *short) for memory in ("entity", "none")}
 
 
@@ -114,9 +115,26 @@ def _val_hyperlinks(corpus_dir: Path) -> tuple[int, int]:
     return known, tokens
 
 
+def _flat(d: dict, prefix: str = "") -> dict:
+    """Nested metrics -> {"a.b.c": value}; lists (intervals) by index."""
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flat(v, f"{prefix}{k}."))
+        elif isinstance(v, list):
+            out.update({f"{prefix}{k}.{i}": x for i, x in enumerate(v)})
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
 def test_memory_none_trains_under_deepspeed_and_both_evaluate(short_runs, corpus_dir):
     none_rows = [r for r in read_metrics(short_runs["none"] / "metrics.jsonl") if r["split"] == "train"]
     assert len(none_rows) == 6 and all(r["el_loss"] == 0 and r["mentions"] == 0 for r in none_rows)
+    # the two terms' gradient norms, logged apart (BART has no EL term), and the clipping factor
+    entity_rows = [r for r in read_metrics(short_runs["entity"] / "metrics.jsonl") if r["split"] == "train"]
+    assert all(r["lm_grad_norm"] > 0 and r["el_grad_norm"] > 0 and 0 < r["clip_factor"] <= 1 for r in entity_rows)
+    assert all(r["lm_grad_norm"] > 0 and "el_grad_norm" not in r for r in none_rows)
     assert none_rows[-1]["lm_loss"] < none_rows[0]["lm_loss"]
     config = (short_runs["none"] / "config.yaml").read_text()
     assert "memory: none" in config
@@ -131,8 +149,12 @@ def test_memory_none_trains_under_deepspeed_and_both_evaluate(short_runs, corpus
         a = evaluate(model, corpus_dir, batch_size=32)
         subset = evaluate(model, corpus_dir, batch_size=8, max_passages=20)
         again = evaluate(model, corpus_dir, batch_size=5, max_passages=20)  # fixed masks and subset
-        for key, value in subset.items():  # counts exactly; the sums of float32 losses up to their rounding
-            assert again[key] == (pytest.approx(value, rel=1e-6) if isinstance(value, float) else value), key
+        flat_subset, flat_again = _flat(subset), _flat(again)
+        assert flat_subset.keys() == flat_again.keys()
+        for key, value in flat_subset.items():  # counts exactly; float32 sums up to rounding (the special mass, 1 - exp
+            # of a difference of two near-equal losses, to 1e-6 absolute)
+            assert flat_again[key] == (pytest.approx(value, rel=1e-6, abs=1e-6, nan_ok=True)
+                                       if isinstance(value, float) else value), key
         assert subset["passages"] == 20 and subset["validation_passages"] == a["passages"]
         assert a["dropped_mentions"] == 0 and a["truncated_tokens"] == 0
         assert a["mention_tokens"] == tokens > 0 and a["other_tokens"] > 0
@@ -142,6 +164,11 @@ def test_memory_none_trains_under_deepspeed_and_both_evaluate(short_runs, corpus
     assert results["entity"]["el_targets"] == known > 0 and 0 <= results["entity"]["el_acc"] <= 1
     # Only the masked mention tokens are hard: the visible tokens are copied better.
     assert results["entity"]["other_lm_loss"] < results["entity"]["mention_lm_loss"]
+    for r in results.values():  # word metrics: the special ids' mass is out of the scored softmax
+        assert r["other_lm_loss"] <= r["other_lm_loss_full_vocab"] and 0 <= r["other_special_mass"] < 1
+        assert math.isfinite(r["baselines"]["unigram_other_loss"]) and set(r["el_acc_by_band"]) == {"0", "1-4", "5-19",
+                                                                                                   ">=20"}
+        assert sum(b["targets"] for b in r["el_acc_by_band"].values()) == known  # every known target, in one band
 
 
 def test_evaluate_command_writes_json(short_runs, corpus_dir, tmp_path):

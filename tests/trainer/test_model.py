@@ -122,3 +122,40 @@ def test_command_line_accepts_launcher_flags():
     assert cfg.train.deepspeed_config == "configs/deepspeed/zero3.json" and cfg.data.path == "/d"
     assert cfg.train.output_dir == "/r" and cfg.train.max_steps == 5 and cfg.optim.lr == 1e-3
     assert cfg.model.d_model == 64  # from tiny.yaml
+
+
+def test_el_loss_is_the_mean_of_the_three_reads(setup):
+    """EDMem averages the three reads' EL losses; the sum would weigh EL 3x at lambda 1 (issue 30)."""
+    spec, _, batch = setup
+    torch.manual_seed(0)
+    model = EDMem(spec, el_weight=0.7)
+    out = model(**batch)
+    reads = [out[f"el_{r}_sum"] / out[f"el_{r}_count"] for r in ("enc", "dec", "head")]
+    assert all(out[f"el_{r}_count"] > 0 for r in ("enc", "dec", "head"))
+    torch.testing.assert_close(out["el_loss"], sum(reads) / 3)
+    assert not torch.isclose(out["el_loss"], sum(reads))  # the sum differs: the check bites
+    torch.testing.assert_close(out["loss"], out["lm_loss"] + 0.7 * out["el_loss"])
+    torch.testing.assert_close(out["el_term"].detach(), 0.7 * out["el_loss"])
+    from trainer.metrics import summarize
+    sums = {k: float(out[k]) for k in out if k.startswith("el_") and k.endswith(("sum", "count", "correct"))}
+    sums.update(lm_sum=float(out["lm_sum"]), lm_tokens=float(out["lm_tokens"]), el_correct_masked=0.0, el_masked=0.0,
+                el_correct=0.0, dropped_mentions=0, truncated_tokens=0)
+    assert summarize(sums, 0.7)["el_loss"] == pytest.approx(float(out["el_loss"]), rel=1e-5)
+
+
+def test_loss_grad_norms_are_the_terms_gradients_and_leave_grads_alone(setup):
+    spec, _, batch = setup
+    from trainer.metrics import loss_grad_norms
+
+    torch.manual_seed(0)
+    model = EDMem(spec)
+    norms = loss_grad_norms(model, batch)
+    assert set(norms) == {"lm_grad_norm", "el_grad_norm"}
+    assert all(p.grad is None for p in model.parameters())  # nothing accumulated into .grad
+    for key, term in (("lm_grad_norm", "lm_term"), ("el_grad_norm", "el_term")):  # the same by plain backward
+        model.zero_grad(set_to_none=True)
+        model(**batch)[term].backward()
+        ref = torch.sqrt(sum((p.grad ** 2).sum() for p in model.parameters() if p.grad is not None))
+        assert norms[key] == pytest.approx(float(ref), rel=1e-4)
+    spec_none = EDMemSpec(**{**spec.__dict__, "model": type(spec.model)(**{**spec.model.__dict__, "memory": "none"})})
+    assert set(loss_grad_norms(EDMem(spec_none), batch)) == {"lm_grad_norm"}

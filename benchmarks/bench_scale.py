@@ -123,7 +123,7 @@ def run_tree(cmd: list[str], cwd: Path, env: dict[str, str] | None = None, inter
     load_before = os.getloadavg()
     started = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    peak_rss = peak_anon = 0
+    peak_rss = peak_anon = largest_process = 0
     most_processes = 0
     last_cpu: dict[int, float] = {}
     killed = False
@@ -132,6 +132,7 @@ def run_tree(cmd: list[str], cwd: Path, env: dict[str, str] | None = None, inter
         members = _session_members(proc.pid)
         peak_rss = max(peak_rss, sum(m.rss for m in members.values()))
         peak_anon = max(peak_anon, sum(m.anon for m in members.values()))
+        largest_process = max([largest_process, *(m.rss for m in members.values())])
         most_processes = max(most_processes, len(members))
         for pid, m in members.items():
             last_cpu[pid] = m.cpu
@@ -171,8 +172,9 @@ def run_tree(cmd: list[str], cwd: Path, env: dict[str, str] | None = None, inter
         "cpu_s_sampled": round(sampled_cpu, 2),
         "peak_rss_mib": round(peak_rss / 2**20, 1),
         "peak_anon_rss_mib": round(peak_anon / 2**20, 1),
-        # ru_maxrss: the largest single process; Linux carries the forking parent's RSS into it at exec
-        "max_process_rss_mib": round(rusage.ru_maxrss / 1024, 1),
+        # the largest single process, sampled (not ru_maxrss: Linux carries the forking parent's RSS into a child
+        # at exec, so a bench started from a large process would report that process's size)
+        "max_process_rss_mib": round(largest_process / 2**20, 1),
         "processes": most_processes,
         "leftover_processes": len(leftovers),
         "load_before": [round(x, 2) for x in load_before],

@@ -63,8 +63,11 @@ def test_memory_none_is_the_same_bart_without_memory_parameters(corpus_dir, toke
     torch.testing.assert_close(out["lm_loss"], reference)
     torch.testing.assert_close(out["loss"], out["lm_loss"])
     assert out["el_loss"] == 0 and out["el_head_count"] == 0
-    with_memory = edmem(**batch)
-    assert not torch.equal(with_memory["lm_loss"], out["lm_loss"])  # EDMem's reads change the LM: the check bites
+    # EDMem's reads change the LM (the check bites): its logits, with the memory, differ from the BART path's. (Its
+    # batch-mean LM loss can round to the same float32 when few targets follow a mention in this batch.)
+    with_memory = edmem.lm_logits(batch["input_ids"], batch["attention_mask"], batch["decoder_input_ids"],
+                                  entity_ids=batch["entity_ids"], decoder_entity_ids=batch["decoder_entity_ids"])
+    assert (with_memory - logits).abs().max() > 1e-4
     out["loss"].backward()
     assert all(p.grad is not None for p in bart.parameters())  # none unused: DeepSpeed's reductions need them all
 

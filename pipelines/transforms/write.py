@@ -27,6 +27,7 @@ import datetime as _dt
 import hashlib
 import logging
 import math
+import os
 from dataclasses import dataclass
 
 import apache_beam as beam
@@ -45,6 +46,7 @@ log = logging.getLogger(__name__)
 # other shard counts) are removed before the manifest is written.
 OWNED_FOLDERS = ("passages", "alias_table", "entity_vocab", "entity_descriptions", "dead_letters", "tokenizer",
                  "article_cache", "lookup", "progress")  # the last three: the two-pass job's working files
+WORKING_FOLDERS = OWNED_FOLDERS[-3:]  # emptied above; gone from a finished corpus
 SORT_BUFFER_ROWS = 100_000  # rows a writer sorts in memory before spilling a run to local disk
 
 
@@ -303,6 +305,10 @@ class WriteManifestFn(beam.DoFn):
         if stale:
             log.info("removing %d stale files of an earlier run", len(stale))
             storage.delete_files(stale)
+        for folder in WORKING_FOLDERS:  # a local folder outlives its files (object stores have no folders)
+            path = storage.join(self.output, folder)
+            if not storage.is_remote(path) and os.path.isdir(path) and not os.listdir(path):
+                os.rmdir(path)
         stats_doc = {"counters": counters, "summary": _summary(counters)}
         storage.write_json_atomic(storage.join(self.output, storage.STATS_FILE), stats_doc)
         manifest = {

@@ -326,7 +326,7 @@ def summarise(runs: list[dict], inputs: dict[str, dict]) -> dict:
                     if wa is not None and wb is not None:
                         wx = 1000 * (wb - wa) / (ib["pages"] - ia["pages"])
                         m["wikiextractor_cpu_ms_per_page"] = round(wx, 3)
-                        m["cpu_per_page_vs_wikiextractor"] = round(m["cpu_ms_per_page"] / wx, 3)
+                        m["cpu_per_page_vs_wikiextractor"] = (round(m["cpu_ms_per_page"] / wx, 3) if wx > 0 else None)  # None: too small to measure
                 entry["marginal"][f"x{a}->x{b}"] = m
         out[label] = entry
     # wall time with more workers / 1 worker, per job and size

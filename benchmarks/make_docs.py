@@ -531,7 +531,7 @@ def render_scale_job(stem: str, data: dict) -> Section:
             marginal_rows.append([label, step.replace("x", "×").replace("->", " → "),
                                   num(m["ram_bytes_per_xml_byte"], 2), num(m["cpu_ms_per_page"]),
                                   f"**{ratio(m['cpu_per_page_vs_wikiextractor'])}**"
-                                  if "cpu_per_page_vs_wikiextractor" in m else "–"])
+                                  if m.get("cpu_per_page_vs_wikiextractor") is not None else "–"])
     if marginal_rows:
         body += "\n\nMarginal cost between two sizes (start-up cancels): what each further page or byte costs.\n\n"
         body += table(["", "between", "RAM bytes per byte of XML", "CPU ms per page", "CPU per page / wikiextractor's"],

@@ -84,8 +84,9 @@ def write_shards(rows, label: str, cfg: WikiMentionsConfig, schema_name: str, sp
 
 
 def write_small_outputs(p, cfg: WikiMentionsConfig, alias_rows, vocab_rows, dead_letters) -> list:
-    """The alias table, the vocabulary, the dead letters and the tokenizer -> their file records."""
-    alias_files = write_shards(
+    """The alias table (unless ``alias_rows`` is None: the two-pass job writes its own), the vocabulary, the
+    dead letters and the tokenizer -> their file records."""
+    alias_files = None if alias_rows is None else write_shards(
         alias_rows | "AliasRowsOut" >> beam.Map(lambda r: ("alias_table", r["alias"], r)),
         "WriteAliasTable", cfg, "alias_table",
         ShardSpec("alias_table", ("alias_table",), cfg.alias_shards, cfg.alias_rows_per_shard),
@@ -105,7 +106,7 @@ def write_small_outputs(p, cfg: WikiMentionsConfig, alias_rows, vocab_rows, dead
         | "TokenizerOnce" >> beam.Create([None])
         | "SaveTokenizer" >> beam.ParDo(SaveTokenizerFn(cfg.output, cfg.tokenizer))
     )
-    return [alias_files, vocab_files, dead_files, tokenizer_files]
+    return [f for f in (alias_files, vocab_files, dead_files, tokenizer_files) if f is not None]
 
 
 def write_manifest(p, cfg: WikiMentionsConfig, site: SiteInfo, job: dict, files: list, stats: list) -> None:

@@ -27,12 +27,10 @@ import apache_beam as beam
 from pipelines.config import WikiMentionsConfig
 from pipelines.job_common import labels_for_site, parse_options, write_manifest, write_small_outputs
 from pipelines.records import SiteInfo
-from pipelines.transforms.aliases import BuildAliasTable, SelectEntityVocab
 from pipelines.transforms.by_range import WritePassagesByRange, WritePassagesByRangeFn
-from pipelines.transforms.lookup import BuildLookupStore, UsableTopAliases
 from pipelines.transforms.parse import ParseWikiDump
 from pipelines.transforms.passages import PassageOptions
-from pipelines.transforms.resolve import ResolveLinks, ResolveRedirects
+from pipelines.transforms.tables import TABLES_FOLDER, BuildTables
 from wikiedm import storage
 
 ARTICLE_CACHE_FOLDER = "article_cache"  # OUT/article_cache/: pass 1's extracted articles (removed at the end)
@@ -42,35 +40,17 @@ def build_twopass_pipeline(p: beam.Pipeline, cfg: WikiMentionsConfig, site: Site
     """Add the two-pass job to ``p``."""
     labels = labels_for_site(cfg.labels, site)
     job = {**job, "effective_labels": dataclasses.asdict(labels)}
-    bound = cfg.max_join_group
     options = parse_options(cfg, site, progress=True)
     # -- pass 1
     cache = storage.join(cfg.output, ARTICLE_CACHE_FOLDER) if cfg.article_cache else ""
-    parsed = p | "ParseWikiDump" >> ParseWikiDump(ranges, site, options, per_range=True, cache_folder=cache,
-                                                  chunk_articles=cfg.cache_chunk_articles)
-    resolved = (
-        {"redirects": parsed["redirects"], "page_kinds": parsed["page_kinds"]}
-        | "ResolveRedirects" >> ResolveRedirects(cfg.max_redirect_hops, bound)
-    )
-    links = (
-        {"articles": parsed["articles"], "resolutions": resolved["resolutions"]}
-        | "ResolveLinks" >> ResolveLinks(cfg.keep_red_links, bound, emit_refs=False)
-    )
-    aliases = (
-        {"anchors": links["anchors"], "resolutions": resolved["resolutions"]}
-        | "BuildAliasTable" >> BuildAliasTable(bound)
-    )
-    vocab_rows = links["entity_links"] | "SelectEntityVocab" >> SelectEntityVocab(cfg.entity_vocab_size)
-    top = aliases["rows"] | "UsableTopAliases" >> UsableTopAliases(labels)
-    first_articles = (
-        parsed["articles"]
-        | "ArticleTitles" >> beam.Map(lambda a: (a.title, a.page_id))
-        | "FirstPagePerTitle" >> beam.CombinePerKey(min)
-    )
-    store = {
-        "resolutions": resolved["resolutions"], "top_aliases": top["top_aliases"], "vocab_rows": vocab_rows,
-        "first_articles": first_articles,
-    } | "BuildLookupStore" >> BuildLookupStore(cfg.output, cfg.lookup_shards, cfg.sort_buffer_rows)
+    shards = cfg.lookup_shards
+    alias_shards = cfg.alias_shards or shards
+    parsed = p | "ParseWikiDump" >> ParseWikiDump(
+        ranges, site, options, per_range=True, cache_folder=cache, chunk_articles=cfg.cache_chunk_articles,
+        runs_folder=storage.join(cfg.output, TABLES_FOLDER), run_shards=shards, run_buffer=cfg.sort_buffer_rows)
+    tables = parsed["runs"] | "BuildTables" >> BuildTables(
+        cfg.output, labels, cfg.keep_red_links, cfg.max_redirect_hops, cfg.entity_vocab_size, shards, alias_shards,
+        cfg.row_group_rows, cfg.sort_buffer_rows)
     # -- pass 2
     linker_config = None
     if cfg.blink_model:
@@ -84,9 +64,9 @@ def build_twopass_pipeline(p: beam.Pipeline, cfg: WikiMentionsConfig, site: Site
     pass2 = WritePassagesByRangeFn(
         cfg.output, ranges, site, options, labels, passage_options, cfg.keep_red_links,
         cfg.description_max_chars, cfg.row_group_rows, cfg.sort_buffer_rows, linker_config)
-    passages = {"units": parsed["chunks"], "store_shards": store["shards"]} | (
+    passages = {"units": parsed["chunks"], "store_shards": tables["store_shards"]} | (
         "WritePassagesByRange" >> WritePassagesByRange(pass2))
-    files = [passages["files"], *write_small_outputs(p, cfg, aliases["rows"], vocab_rows, parsed["dead"])]
-    stats = (parsed["stats"] + resolved["stats"] + links["stats"] + aliases["stats"] + top["stats"] + store["stats"]
-             + passages["stats"])
+    files = [passages["files"], tables["alias_files"],
+             *write_small_outputs(p, cfg, None, tables["vocab_rows"], parsed["dead"])]
+    stats = parsed["stats"] + tables["stats"] + passages["stats"]
     write_manifest(p, cfg, site, job, files, stats)

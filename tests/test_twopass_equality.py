@@ -74,4 +74,11 @@ def test_no_article_text_crosses_a_shuffle_in_the_twopass_job(tmp_path: Path):
     # The one GroupByKey of pass 2 is the Reshuffle of its units' descriptors (a path and a few numbers each).
     assert {label for label in new if label.startswith("WritePassagesByRange") and "GroupByKey" in label} == {
         label for label in new if label.startswith("WritePassagesByRange/SpreadUnits/") and "GroupByKey" in label} != set()
-    assert any(label.startswith("BuildLookupStore/GroupByShard") for label in new)
+    # Pass 1 groups run paths by shard (BuildTables); the shuffle job's joins of small records are not in it.
+    assert {"BuildTables/ResolveTitlesGroupByShard", "BuildTables/WriteLookupStoreGroupByShard",
+            "BuildTables/ChaseRedirectsHop0GroupByShard"} <= new
+    assert not any(label.startswith(("ResolveRedirects", "ResolveLinks", "BuildAliasTable", "BuildLookupStore",
+                                     "WriteAliasTable")) for label in new)
+    pass1_groups = {label for label in new if label.startswith("BuildTables/") and label.endswith("GroupByKey")}
+    assert pass1_groups and all("GroupByShard" in label or "GroupLinkedByShard" in label or "CountHistogram" in label
+                                or "CollectSelections" in label for label in pass1_groups), pass1_groups

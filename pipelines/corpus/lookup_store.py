@@ -83,29 +83,35 @@ def _finish(row: list) -> tuple:
 
 def write_shard(records: Iterable[tuple], path: str, sort_buffer: int = 200_000) -> int:
     """Build one shard file at the local ``path`` from its (kind, title, value) records; returns its rows."""
-    if os.path.exists(path):
-        os.remove(path)
-    rows = 0
     with ExternalSorter(_record_order, sort_buffer) as sorter:
         for record in records:
             sorter.add(record)
-        db = sqlite3.connect(path)
-        try:
-            db.execute("PRAGMA journal_mode=OFF")
-            db.execute("PRAGMA synchronous=OFF")
-            db.execute(_SCHEMA)
-            batch = []
-            for row in merged_rows(sorter.sorted()):
-                batch.append(row)
-                if len(batch) >= 10_000:
-                    db.executemany("INSERT INTO titles VALUES (?, ?, ?, ?, ?, ?)", batch)
-                    rows += len(batch)
-                    batch = []
-            db.executemany("INSERT INTO titles VALUES (?, ?, ?, ?, ?, ?)", batch)
-            rows += len(batch)
-            db.commit()
-        finally:
-            db.close()
+        return write_sorted_shard(sorter.sorted(), path)
+
+
+def write_sorted_shard(records: Iterable[tuple], path: str) -> int:
+    """:func:`write_shard` of records already in (title, kind) order, with at most one RESOLUTION and
+    FIRST_ARTICLE per title (or the smallest first); returns the shard's rows."""
+    if os.path.exists(path):
+        os.remove(path)
+    rows = 0
+    db = sqlite3.connect(path)
+    try:
+        db.execute("PRAGMA journal_mode=OFF")
+        db.execute("PRAGMA synchronous=OFF")
+        db.execute(_SCHEMA)
+        batch = []
+        for row in merged_rows(records):
+            batch.append(row)
+            if len(batch) >= 10_000:
+                db.executemany("INSERT INTO titles VALUES (?, ?, ?, ?, ?, ?)", batch)
+                rows += len(batch)
+                batch = []
+        db.executemany("INSERT INTO titles VALUES (?, ?, ?, ?, ?, ?)", batch)
+        rows += len(batch)
+        db.commit()
+    finally:
+        db.close()
     return rows
 
 

@@ -18,6 +18,7 @@ from apache_beam.transforms.window import GlobalWindows
 from pipelines.corpus.article_cache import CacheChunk, ChunkedCacheWriter
 from pipelines.corpus.page_kinds import BAD_PAGE, NOT_IN_MAIN_NAMESPACE, classify_page
 from pipelines.corpus.resolution import ARTICLE, DISAMBIGUATION, OTHER_NAMESPACE_REDIRECT, REDIRECT
+from pipelines.corpus.sorted_runs import RunWriter
 from pipelines.dump import ReadRange, ReadStats, iter_pages
 from pipelines.progress import RangeProgress, range_bytes
 from pipelines.records import Article, DeadLetter, RawPage, SiteInfo
@@ -276,6 +277,70 @@ class ExtractRangeFn(ClassifyPagesFn):
             yield beam.pvalue.TaggedOutput(CHUNKS, CacheChunk(index, 0, "", articles, size, read_range.start).as_tuple())
 
 
+# Pass 1's run files (pipelines.corpus.sorted_runs) that each range writes, and their record tags. A title's
+# kinds, redirect target and article page id come before the requests that reach it (chases, links).
+TITLE_RUNS, CHASE_RUNS, LINK_RUNS = "titles", "chase-0", "links"
+KIND, REDIRECT_TARGET, FIRST_PAGE, CHASE, RESOLVED, LINK = range(6)
+RUNS = "runs"  # tagged output of ExtractRangeToRunsFn: (run set, shard, path)
+
+
+class ExtractRangeToRunsFn(ExtractRangeFn):
+    """ExtractRangeFn whose small records go to sorted run files under ``runs_folder`` instead of out as
+    elements (the two-pass job's pass 1: only run paths cross a shuffle). Per page:
+      titles   (title, KIND, kind); a redirect's (title, REDIRECT_TARGET, target); an article's
+               (title, FIRST_PAGE, page id)
+      chase-0  (target, CHASE, (source, (source,))): the first hop of every redirect
+      links    (target, LINK, (anchor text, links)): counted per range, flushed when the count is large
+    ``runs`` -> (run set, shard, path) per run written; dead letters, stats, template names and
+    pass 2's units leave as before."""
+
+    def __init__(self, site: SiteInfo, options: ParseOptions, cache_folder: str, chunk_articles: int,
+                 runs_folder: str, shards: int, buffer_records: int) -> None:
+        super().__init__(site, options, cache_folder, chunk_articles)
+        self.runs_folder = runs_folder
+        self.shards = shards
+        self.buffer_records = buffer_records
+
+    def _writer(self, name: str, index: int) -> RunWriter:
+        return RunWriter(storage.join(self.runs_folder, name), self.shards, f"range-{index:06d}", storage.create,
+                         storage.join, self.buffer_records)
+
+    def process(self, element):
+        index, _read_range = element
+        titles, chases, links = (self._writer(n, index) for n in (TITLE_RUNS, CHASE_RUNS, LINK_RUNS))
+        link_counts: Counter = Counter()
+        for out in super().process(element):
+            if isinstance(out, Article):
+                titles.add(out.title, FIRST_PAGE, out.page_id)
+                for link in out.links:
+                    link_counts[(link.target, link.surface)] += 1
+                if len(link_counts) >= self.buffer_records:
+                    _flush_links(link_counts, links)
+                continue
+            tag = getattr(out, "tag", None)
+            if tag == REDIRECTS:
+                source, target = out.value
+                titles.add(source, REDIRECT_TARGET, target)
+                chases.add(target, CHASE, (source, (source,)))
+            elif tag == PAGE_KINDS:
+                title, kind = out.value
+                titles.add(title, KIND, kind)
+            else:
+                yield out
+        _flush_links(link_counts, links)
+        for name, writer in ((TITLE_RUNS, titles), (CHASE_RUNS, chases), (LINK_RUNS, links)):
+            for shard, path in writer.close():
+                yield beam.pvalue.TaggedOutput(RUNS, (name, shard, path))
+            self.count(f"volume/tables/{name}/records", writer.records)
+            self.count(f"volume/tables/{name}/bytes", writer.bytes)
+
+
+def _flush_links(link_counts: Counter, links: RunWriter) -> None:
+    for (target, surface), n in link_counts.items():
+        links.add(target, LINK, (surface, n))
+    link_counts.clear()
+
+
 class NoteSiteInfoFn(CountingDoFn):
     """Count (and dead-letter) a dump without ``<siteinfo>``; defaults are used then."""
 
@@ -300,7 +365,8 @@ class ParseWikiDump(beam.PTransform):
     """
 
     def __init__(self, ranges: list[ReadRange], site: SiteInfo, options: ParseOptions,
-                 per_range: bool = False, cache_folder: str = "", chunk_articles: int = 10_000) -> None:
+                 per_range: bool = False, cache_folder: str = "", chunk_articles: int = 10_000,
+                 runs_folder: str = "", run_shards: int = 1, run_buffer: int = 200_000) -> None:
         super().__init__()
         self.ranges = ranges
         self.site = site
@@ -311,6 +377,11 @@ class ParseWikiDump(beam.PTransform):
         self.per_range = per_range
         self.cache_folder = cache_folder
         self.chunk_articles = chunk_articles
+        # With runs_folder (the two-pass job): titles, redirects and links go to sorted run files there
+        # (ExtractRangeToRunsFn), and "runs" lists them; no articles, redirects or page kinds as elements.
+        self.runs_folder = runs_folder
+        self.run_shards = run_shards
+        self.run_buffer = run_buffer
 
     def expand(self, pbegin):
         source = self.ranges[0].path if self.ranges else ""
@@ -320,13 +391,17 @@ class ParseWikiDump(beam.PTransform):
             | "NoteSiteInfo" >> beam.ParDo(NoteSiteInfoFn(source)).with_outputs(DEAD, STATS)
         )
         if self.per_range:
+            if self.runs_folder:
+                range_fn = ExtractRangeToRunsFn(self.site, self.options, self.cache_folder, self.chunk_articles,
+                                                self.runs_folder, self.run_shards, self.run_buffer)
+            else:
+                range_fn = ExtractRangeFn(self.site, self.options, self.cache_folder, self.chunk_articles)
             classified = (
                 pbegin
                 | "ReadRanges" >> beam.Create(list(enumerate(self.ranges)), reshuffle=False)
                 | "SpreadRanges" >> beam.Reshuffle()
-                | "ReadAndClassify" >> beam.ParDo(ExtractRangeFn(
-                    self.site, self.options, self.cache_folder, self.chunk_articles)).with_outputs(
-                    REDIRECTS, PAGE_KINDS, DEAD, STATS, TEMPLATE_NAMES, CHUNKS, main=ARTICLES)
+                | "ReadAndClassify" >> beam.ParDo(range_fn).with_outputs(
+                    REDIRECTS, PAGE_KINDS, DEAD, STATS, TEMPLATE_NAMES, CHUNKS, RUNS, main=ARTICLES)
             )
             dead_parts, stats = (note[DEAD], classified[DEAD]), [note[STATS], classified[STATS]]
         else:
@@ -355,6 +430,7 @@ class ParseWikiDump(beam.PTransform):
         }
         if self.per_range:
             out["chunks"] = classified[CHUNKS]
+            out["runs"] = classified[RUNS]
         return out
 
 

@@ -28,6 +28,7 @@ import hashlib
 import logging
 import math
 import os
+import shutil
 from dataclasses import dataclass
 
 import apache_beam as beam
@@ -45,8 +46,8 @@ log = logging.getLogger(__name__)
 # Output folders owned by the job: stale files there (from an earlier run with
 # other shard counts) are removed before the manifest is written.
 OWNED_FOLDERS = ("passages", "alias_table", "entity_vocab", "entity_descriptions", "dead_letters", "tokenizer",
-                 "article_cache", "lookup", "progress")  # the last three: the two-pass job's working files
-WORKING_FOLDERS = OWNED_FOLDERS[-3:]  # emptied above; gone from a finished corpus
+                 "article_cache", "lookup", "progress", "tables")  # the last four: the two-pass job's working files
+WORKING_FOLDERS = OWNED_FOLDERS[-4:]  # emptied above; gone from a finished corpus
 SORT_BUFFER_ROWS = 100_000  # rows a writer sorts in memory before spilling a run to local disk
 
 
@@ -307,8 +308,9 @@ class WriteManifestFn(beam.DoFn):
             storage.delete_files(stale)
         for folder in WORKING_FOLDERS:  # a local folder outlives its files (object stores have no folders)
             path = storage.join(self.output, folder)
-            if not storage.is_remote(path) and os.path.isdir(path) and not os.listdir(path):
-                os.rmdir(path)
+            if not storage.is_remote(path) and os.path.isdir(path) and not any(
+                    files for _root, _dirs, files in os.walk(path)):
+                shutil.rmtree(path)  # empty, but for empty sub-folders (OUT/tables/<run set>/<shard>/)
         stats_doc = {"counters": counters, "summary": _summary(counters)}
         storage.write_json_atomic(storage.join(self.output, storage.STATS_FILE), stats_doc)
         manifest = {

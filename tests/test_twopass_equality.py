@@ -82,3 +82,19 @@ def test_no_article_text_crosses_a_shuffle_in_the_twopass_job(tmp_path: Path):
     pass1_groups = {label for label in new if label.startswith("BuildTables/") and label.endswith("GroupByKey")}
     assert pass1_groups and all("GroupByShard" in label or "GroupLinkedByShard" in label or "CountHistogram" in label
                                 or "CollectSelections" in label for label in pass1_groups), pass1_groups
+
+
+@pytest.mark.slow
+def test_tiny_run_buffers_and_other_shard_counts_make_the_same_corpus(shared_dump_corpus, tmp_path: Path):
+    """Pass 1's sorted runs spill every few records and are merged across many files, with other store and
+    alias shard counts: the corpus is the same rows (only the alias table's file layout differs)."""
+    name = "enwiki-2019-196pages-namespaces.xml.bz2"
+    out = tmp_path / "small-buffers"
+    run_job_here(dump(name), out, *SHARED_DUMP_JOB_ARGS, "--sort_buffer_rows", "40", "--lookup_shards", "3",
+                 "--alias_shards", "2")
+    assert differences(shared_dump_corpus(name), out) == {}
+    counters = json.loads((out / "stats.json").read_text())["counters"]
+    assert counters["volume/tables/links/records"] > 40  # the links spilled in several runs
+    assert sorted(p.name for p in (out / "alias_table").iterdir()) == [
+        "alias_table-00000-of-00002.parquet", "alias_table-00001-of-00002.parquet"]
+    assert not (out / "tables").exists() and not (out / "lookup").exists()  # working files removed

@@ -19,8 +19,8 @@ from pipelines.corpus.labels import (
     AliasCandidate,
     LabelConfig,
     PackedAlias,
-    first_token,
     is_curated_name,
+    pack_alias,
     rejection_reason,
     strip_disambiguation,
 )
@@ -46,7 +46,7 @@ def usable_alias(row: dict, config: LabelConfig) -> tuple[str | None, PackedAlia
         return reason, None
     alias = row["alias"].strip()
     # Only what the labeller reads per page: count and sources matter once, here (rank, curated).
-    return None, (alias, float(row["prior"]), is_curated_name(candidate, config), first_token(alias, config))
+    return None, pack_alias(alias, float(row["prior"]), is_curated_name(candidate, config), config)
 
 
 class RankedAliases:

@@ -377,10 +377,17 @@ def _link_start(choice: tuple[int, str, str]) -> int:
     return choice[0]
 
 
-# A pre-filtered alias as the Beam job ships it to a page: (alias, prior, curated name (see
-# is_curated_name), first token of the folded alias). Every (page, entity) pair carries up to
-# top_aliases_per_page of them through a shuffle, so nothing else. See pipelines.corpus.candidates.
-PackedAlias = tuple[str, float, bool, str]
+# A pre-filtered alias as the job hands it to a page: (alias, prior, curated name (see is_curated_name),
+# first token of the folded alias, its shape (_alias_shape)). The shape is made once per alias-table row
+# (pack_alias), not once per page that may hold the alias: a hub's aliases come back for every page, more
+# than any per-process cache holds on a large wiki. See pipelines.corpus.candidates.
+PackedAlias = tuple[str, float, bool, str, tuple]
+
+
+def pack_alias(alias: str, prior: float, curated: bool, config: "LabelConfig") -> PackedAlias:
+    """A usable alias as :func:`label_page` reads it, for ``config``'s folding and tokens."""
+    token_re = _TOKENS_SPLITTING_UNSPACED if config.match_unspaced_scripts else _TOKENS_WHOLE_WORDS
+    return alias, prior, curated, first_token(alias, config), _alias_shape(alias, config.case_sensitive, token_re)
 
 
 def first_token(alias: str, config: LabelConfig) -> str:
@@ -406,7 +413,7 @@ def label_missing_mentions(
 
 def _packed(candidates: Sequence[AliasCandidate], config: LabelConfig):
     """Usable AliasCandidates as label_page's (entity, origins, packed aliases) triples."""
-    return [(c.entity, (c.origin,), ((c.alias, c.prior, is_curated_name(c, config), first_token(c.alias, config)),))
+    return [(c.entity, (c.origin,), (pack_alias(c.alias, c.prior, is_curated_name(c, config), config),))
             for c in usable_candidates(candidates, config)]
 
 
@@ -836,15 +843,6 @@ def _token_pairs(tokens: list[str]) -> tuple[str, ...]:
 
 # (folded alias, its token pairs, those of tokens[1:-1], those of its possessive base or None)
 _AliasShape = tuple[str, tuple[str, ...], tuple[str, ...], "tuple[str, ...] | None"]
-_SHAPES: dict[tuple[bool, re.Pattern], dict[str, _AliasShape]] = {}
-
-
-def _alias_shapes(case_sensitive: bool, token_re: re.Pattern) -> dict[str, _AliasShape]:
-    """The cache of :func:`_alias_shape` for one folding and token pattern (alias -> shape)."""
-    shapes = _SHAPES.get((case_sensitive, token_re))
-    if shapes is None or len(shapes) >= _CACHE_MAX:
-        shapes = _SHAPES[(case_sensitive, token_re)] = {}
-    return shapes
 
 
 def _alias_shape(alias: str, case_sensitive: bool, token_re: re.Pattern) -> _AliasShape:
@@ -901,9 +899,7 @@ def _resolve_targets(entities, present: _PageTokens | None, config: LabelConfig,
     case_sensitive = config.case_sensitive
     # The possessive rule cuts the alias's last two tokens ("'", "s"), which inner_only keeps.
     possessive = loose is not None and ALIAS_POSSESSIVE_EN in config.variant_rules
-    token_re = present.token_re if present is not None else _TOKENS_WHOLE_WORDS
     page_tokens = present.present if present is not None else set()
-    shapes = _alias_shapes(case_sensitive, token_re)
     for entity, origins, aliases in entities:
         for origin in origins:
             if origin not in ORIGINS:
@@ -912,14 +908,11 @@ def _resolve_targets(entities, present: _PageTokens | None, config: LabelConfig,
         if not origins:
             continue
         title_origin = TITLE in origins
-        for alias, prior, curated, first in aliases:
+        for alias, prior, curated, first, shape in aliases:
             if present is not None:
                 exact_first = first in page_tokens
                 if not exact_first and (loose is None or loose.isdisjoint(_loose_keys(first))):
                     continue  # the cheap test first: most of a hub's aliases stop here
-            shape = shapes.get(alias)
-            if shape is None:
-                shape = shapes[alias] = _alias_shape(alias, case_sensitive, token_re)
             if present is not None and not present.admits(exact_first, shape, loose is not None, possessive):
                 continue
             folded_alias = shape[0]

@@ -122,7 +122,7 @@ class LookupStore:
     that have a row (any field may be None: a red-link target has no row at all).
     """
 
-    def __init__(self, paths: list[str], cache_titles: int = 50_000) -> None:
+    def __init__(self, paths: list[str], cache_titles: int = 50_000, cache_aliases: int = 200_000) -> None:
         self.paths = list(paths)
         self._dbs = [sqlite3.connect(f"file:{p}?mode=ro&immutable=1", uri=True, check_same_thread=False)
                      for p in self.paths]
@@ -130,6 +130,10 @@ class LookupStore:
             db.execute("PRAGMA mmap_size=1073741824")  # reads through the page cache, shared by processes
         self._cache: OrderedDict = OrderedDict()
         self._cache_titles = cache_titles
+        # A hub entity holds thousands of aliases: the cache is bounded by the aliases it holds too, so its
+        # memory does not grow with the corpus (aliases per entity do).
+        self._cache_aliases = cache_aliases
+        self._cached_aliases = 0
         self.lookups = 0
         self.cache_hits = 0
 
@@ -167,8 +171,10 @@ class LookupStore:
     def _remember(self, title: str, value) -> None:
         cache = self._cache
         cache[title] = value
-        if len(cache) > self._cache_titles:
-            cache.popitem(last=False)
+        self._cached_aliases += _weight(value)
+        while cache and (len(cache) > self._cache_titles or self._cached_aliases > self._cache_aliases):
+            _title, dropped = cache.popitem(last=False)
+            self._cached_aliases -= _weight(dropped)
 
     def close(self) -> None:
         for db in self._dbs:
@@ -177,6 +183,15 @@ class LookupStore:
 
 
 _ABSENT = object()
+
+
+def _weight(value) -> int:
+    """A cached row's aliases (a row without aliases, or an absent title: 0)."""
+    if value is _ABSENT or value[2] is None:
+        return 0
+    return len(value[2].ranked)
+
+
 _OPEN: dict[tuple, LookupStore] = {}
 _OPEN_LOCK = threading.Lock()
 

@@ -1,0 +1,75 @@
+"""Sorted run files (pipelines.corpus.sorted_runs): what pass 1 of the two-pass job hands between its steps."""
+from __future__ import annotations
+
+import os
+import random
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from pipelines.corpus import sorted_runs
+from pipelines.corpus.sorted_runs import RunWriter, grouped, merged, stable_shard
+from wikiedm import storage
+
+
+def _records(n: int, seed: int = 0) -> list[tuple]:
+    rng = random.Random(seed)
+    keys = [f"title {i}" for i in range(n // 3 + 1)] + ["Ünïcode ✓", "a", ""]
+    return [(rng.choice(keys), rng.randrange(3), (rng.randrange(100), "v" * rng.randrange(4))) for _ in range(n)]
+
+
+def _write(tmp_path: Path, records, shards: int, buffer: int, producer: str = "p") -> RunWriter:
+    writer = RunWriter(str(tmp_path / "runs"), shards, producer, storage.create, storage.join, buffer)
+    for key, tag, value in records:
+        writer.add(key, tag, value)
+    writer.close()
+    return writer
+
+
+def test_runs_are_partitioned_by_key_and_sorted(tmp_path: Path):
+    records = _records(500)
+    writer = _write(tmp_path, records, shards=4, buffer=64)
+    assert writer.records == len(records) and writer.bytes == sum(os.path.getsize(p) for _s, p in writer.runs)
+    assert len({p for _s, p in writer.runs}) == len(writer.runs) > 4  # the buffer spilled several times
+    for shard, path in writer.runs:
+        with open(path, "rb") as fh:
+            run = list(sorted_runs.read_run(fh))
+        assert run == sorted(run, key=sorted_runs.RECORD_ORDER)
+        assert {stable_shard(key, 4) for key, _t, _v in run} == {shard}
+        assert path.startswith(str(tmp_path / "runs" / f"{shard:05d}"))
+
+
+def test_merging_a_shards_runs_gives_each_key_once_with_its_records_in_tag_order(tmp_path: Path):
+    records = _records(2000, seed=1)
+    writers = [_write(tmp_path, records[i::3], shards=3, buffer=50, producer=f"range-{i}") for i in range(3)]
+    expected = defaultdict(list)
+    for key, tag, value in records:
+        expected[key].append((tag, value))
+    seen = {}
+    for shard in range(3):
+        paths = [p for w in writers for s, p in w.runs if s == shard]
+        keys = []
+        for key, recs in grouped(paths, storage.open_read):
+            recs = [(t, v) for _k, t, v in recs]
+            assert [t for t, _v in recs] == sorted(t for t, _v in recs)
+            seen[key] = sorted(recs)
+            keys.append(key)
+        assert keys == sorted(keys)
+    assert seen == {k: sorted(v) for k, v in expected.items()}
+
+
+def test_more_runs_than_can_be_open_are_merged_in_rounds(tmp_path: Path, monkeypatch):
+    monkeypatch.setattr(sorted_runs, "MAX_OPEN_RUNS", 3)
+    records = _records(400, seed=2)
+    writer = _write(tmp_path, records, shards=1, buffer=10)
+    assert len(writer.runs) == 40
+    out = list(merged([p for _s, p in writer.runs], storage.open_read, tmp_dir=str(tmp_path)))
+    assert [r[:2] for r in out] == sorted(r[:2] for r in records)
+    assert sorted(out, key=repr) == sorted(records, key=repr)
+    assert [p.name for p in tmp_path.iterdir()] == ["runs"]  # the rounds' temporary runs are gone
+
+
+def test_a_writer_needs_a_shard(tmp_path: Path):
+    with pytest.raises(ValueError, match="shards"):
+        RunWriter(str(tmp_path), 0, "p", storage.create)

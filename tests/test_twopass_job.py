@@ -60,6 +60,24 @@ def test_lookup_store_merges_records_per_title_and_is_deterministic(tmp_path: Pa
     assert again.keys() == {"Paris"} and store.cache_hits == 2
 
 
+def test_stored_aliases_give_each_page_what_ranked_aliases_give(tmp_path: Path):
+    """The store keeps an entity's first aliases in its row and the rest by (entity, alias): a page gets the
+    head plus its own anchor texts in rank order, as RankedAliases.for_page gives them from the whole list."""
+    from pipelines.corpus.candidates import RankedAliases
+
+    ranked = [((i,), (f"alias {i}", 0.1, False, "alias", ())) for i in range(40)]
+    records = [(ALIASES, "Hub", list(reversed(ranked))), (RESOLUTION, "Hub", ("article", "Hub"))]
+    whole = RankedAliases([packed for _rank, packed in ranked])
+    for head in (4, 10, None):
+        path = str(tmp_path / f"head-{head}.sqlite")
+        write_shard(records, path, head_aliases=head)
+        stored = LookupStore([path]).get(["Hub"])["Hub"][2]
+        assert len(stored.head) == (head or 40) and stored.ranked == whole.ranked
+        for top in (4, 10):
+            for anchors in ((), ("alias 2",), ("alias 30", "alias 12", "nope", None), ("alias 7", "alias 39")):
+                assert stored.for_page(top, anchors) == whole.for_page(top, anchors), (head, top, anchors)
+
+
 def test_progress_line_shows_both_passes_rate_and_eta():
     records = [{"pass": 1, "start": 0, "range_bytes": 100, "pages": 50, "bytes_read": 100, "done": True},
                {"pass": 1, "start": 100, "range_bytes": 100, "pages": 10, "bytes_read": 20, "done": False}]

@@ -900,6 +900,7 @@ def _resolve_targets(entities, present: _PageTokens | None, config: LabelConfig,
     # The possessive rule cuts the alias's last two tokens ("'", "s"), which inner_only keeps.
     possessive = loose is not None and ALIAS_POSSESSIVE_EN in config.variant_rules
     page_tokens = present.present if present is not None else set()
+    words = present.words if present is not None else {}
     for entity, origins, aliases in entities:
         for origin in origins:
             if origin not in ORIGINS:
@@ -913,9 +914,12 @@ def _resolve_targets(entities, present: _PageTokens | None, config: LabelConfig,
                 exact_first = first in page_tokens
                 if not exact_first and (loose is None or loose.isdisjoint(_loose_keys(first))):
                     continue  # the cheap test first: most of a hub's aliases stop here
-            if present is not None and not present.admits(exact_first, shape, loose is not None, possessive):
-                continue
             folded_alias = shape[0]
+            if present is not None:
+                if not present.admits(exact_first, shape, loose is not None, possessive):
+                    continue
+                if folded_alias not in words:  # what may_hold will ask of this alias, known from its shape
+                    words[folded_alias] = (first or None, shape[1])
             known = by_alias.get(folded_alias)
             if known is None:
                 by_alias[folded_alias] = _EntityEvidence(entity, prior if prior > 0.0 else 0.0, title_origin,

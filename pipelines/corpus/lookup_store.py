@@ -5,6 +5,11 @@ target) what it resolves to, for every entity its ranked aliases (what the label
 entity), its vocabulary id, and the smallest page id of the articles with that title (the article
 that describes the entity). All four are keyed by a title, so one row per title holds them.
 
+An entity's aliases are split (``head_aliases``, the labeller's ``top_aliases_per_page``): the first ones,
+which every page that refers to the entity receives, are in its title row; the others, which a page receives
+only when it uses them itself as anchor texts of the entity, are rows of ``extra_aliases`` keyed by (entity,
+alias). So a page reads the head and its own anchors, not a hub's thousands of aliases.
+
 The store is ``shards`` SQLite files (stdlib, maintained, memory-mapped reads through the page cache:
 every process on a machine shares one copy). A title's shard is ``stable_shard(title, shards)``. A shard
 is built by :class:`StoreShardWriter` from its records in any order: they are sorted on local disk
@@ -32,7 +37,9 @@ VOCAB_ID = 2  # value: the entity's vocabulary id
 FIRST_ARTICLE = 3  # value: the page id of an article with this title; the smallest is kept
 
 _SCHEMA = ("CREATE TABLE titles (title TEXT PRIMARY KEY, status TEXT, entity TEXT, aliases BLOB, "
-           "vocab_id INTEGER, first_article INTEGER) WITHOUT ROWID")
+           "vocab_id INTEGER, first_article INTEGER, more_aliases INTEGER) WITHOUT ROWID",
+           "CREATE TABLE extra_aliases (entity TEXT, alias TEXT, position INTEGER, packed BLOB, "
+           "PRIMARY KEY (entity, alias)) WITHOUT ROWID")
 _BATCH = 500  # titles per SELECT ... IN (...) (SQLite's default limit of host parameters is 32766)
 
 
@@ -51,14 +58,14 @@ def _record_order(record):
     return title, kind, value if kind != ALIASES else ()
 
 
-def merged_rows(records: Iterable[tuple]) -> Iterator[tuple]:
-    """Sorted (kind, title, value) records -> one table row per title, in title order."""
+def merged_rows(records: Iterable[tuple], head_aliases: int | None = None) -> Iterator[tuple]:
+    """Sorted (kind, title, value) records -> (title row, extra alias rows) per title, in title order."""
     row = None
     for kind, title, value in records:
         if row is None or row[0] != title:
             if row is not None:
-                yield _finish(row)
-            row = [title, None, None, None, None, None]
+                yield _finish(row, head_aliases)
+            row = [title, None, None, None, None, None, 0]
         if kind == RESOLUTION:
             if row[1] is None:  # sorted: the smallest (status, entity) first
                 row[1], row[2] = value
@@ -72,24 +79,31 @@ def merged_rows(records: Iterable[tuple]) -> Iterator[tuple]:
         else:
             raise ValueError(f"unknown lookup record kind {kind!r}")
     if row is not None:
-        yield _finish(row)
+        yield _finish(row, head_aliases)
 
 
-def _finish(row: list) -> tuple:
+def _finish(row: list, head_aliases: int | None) -> tuple[tuple, list]:
+    extra = []
     if row[3] is not None:  # best first, as the labeller reads them (RankedAliases)
-        row[3] = pickle.dumps([packed for _rank, packed in sorted(row[3])], protocol=pickle.HIGHEST_PROTOCOL)
-    return tuple(row)
+        ranked = [packed for _rank, packed in sorted(row[3])]
+        head = ranked if head_aliases is None else ranked[:head_aliases]
+        extra = [(row[0], packed[0], len(head) + i, pickle.dumps(packed, protocol=pickle.HIGHEST_PROTOCOL))
+                 for i, packed in enumerate(ranked[len(head):])]
+        row[3] = pickle.dumps(head, protocol=pickle.HIGHEST_PROTOCOL)
+        row[6] = len(extra)
+    return tuple(row), extra
 
 
-def write_shard(records: Iterable[tuple], path: str, sort_buffer: int = 200_000) -> int:
-    """Build one shard file at the local ``path`` from its (kind, title, value) records; returns its rows."""
+def write_shard(records: Iterable[tuple], path: str, sort_buffer: int = 200_000, head_aliases: int | None = None) -> int:
+    """Build one shard file at the local ``path`` from its (kind, title, value) records; returns its rows.
+    ``head_aliases``: aliases of an entity kept in its title row (None: all of them)."""
     with ExternalSorter(_record_order, sort_buffer) as sorter:
         for record in records:
             sorter.add(record)
-        return write_sorted_shard(sorter.sorted(), path)
+        return write_sorted_shard(sorter.sorted(), path, head_aliases)
 
 
-def write_sorted_shard(records: Iterable[tuple], path: str) -> int:
+def write_sorted_shard(records: Iterable[tuple], path: str, head_aliases: int | None = None) -> int:
     """:func:`write_shard` of records already in (title, kind) order, with at most one RESOLUTION and
     FIRST_ARTICLE per title (or the smallest first); returns the shard's rows."""
     if os.path.exists(path):
@@ -99,20 +113,65 @@ def write_sorted_shard(records: Iterable[tuple], path: str) -> int:
     try:
         db.execute("PRAGMA journal_mode=OFF")
         db.execute("PRAGMA synchronous=OFF")
-        db.execute(_SCHEMA)
-        batch = []
-        for row in merged_rows(records):
+        for statement in _SCHEMA:
+            db.execute(statement)
+        batch, extras = [], []
+        for row, extra in merged_rows(records, head_aliases):
             batch.append(row)
-            if len(batch) >= 10_000:
-                db.executemany("INSERT INTO titles VALUES (?, ?, ?, ?, ?, ?)", batch)
-                rows += len(batch)
-                batch = []
-        db.executemany("INSERT INTO titles VALUES (?, ?, ?, ?, ?, ?)", batch)
-        rows += len(batch)
+            extras.extend(extra)
+            if len(batch) >= 10_000 or len(extras) >= 10_000:
+                rows += _insert(db, batch, extras)
+                batch, extras = [], []
+        rows += _insert(db, batch, extras)
         db.commit()
     finally:
         db.close()
     return rows
+
+
+def _insert(db, rows: list, extras: list) -> int:
+    db.executemany("INSERT INTO titles VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+    db.executemany("INSERT INTO extra_aliases VALUES (?, ?, ?, ?)", extras)
+    return len(rows)
+
+
+class StoredAliases:
+    """An entity's ranked aliases as the store holds them: the head in memory, the others looked up by
+    alias when a page uses them as anchor texts. :meth:`for_page` is :meth:`RankedAliases.for_page`."""
+
+    __slots__ = ("head", "more", "entity", "_db")
+
+    def __init__(self, head: list, more: int, entity: str, db) -> None:
+        self.head = head
+        self.more = more
+        self.entity = entity
+        self._db = db
+
+    @property
+    def ranked(self) -> list:
+        """Every alias, best first (reads the extra ones: for tests and tools, not per page)."""
+        rows = self._db.execute("SELECT packed FROM extra_aliases WHERE entity = ? ORDER BY position",
+                                (self.entity,)).fetchall() if self.more else []
+        return self.head + [pickle.loads(packed) for (packed,) in rows]
+
+    def for_page(self, top: int, page_anchors) -> tuple:
+        head = self.head
+        if len(head) < top and self.more:  # stored with a smaller head than asked for
+            return RankedAliases(self.ranked).for_page(top, page_anchors)
+        if (len(head) <= top and not self.more) or not page_anchors:
+            return tuple(head[:top])
+        anchors = {a for a in page_anchors if a is not None}
+        later = [alias for alias in head[top:] if alias[0] in anchors]
+        if self.more and anchors:
+            wanted = sorted(anchors)
+            found = []
+            for i in range(0, len(wanted), _BATCH):
+                part = wanted[i:i + _BATCH]
+                query = (f"SELECT position, packed FROM extra_aliases WHERE entity = ? AND alias IN "
+                         f"({','.join('?' * len(part))})")
+                found += self._db.execute(query, [self.entity, *part]).fetchall()
+            later += [pickle.loads(packed) for _position, packed in sorted(found)]
+        return tuple(head[:top]) + tuple(later)
 
 
 class LookupStore:
@@ -158,9 +217,9 @@ class LookupStore:
             for i in range(0, len(wanted), _BATCH):
                 part = wanted[i:i + _BATCH]
                 query = f"SELECT * FROM titles WHERE title IN ({','.join('?' * len(part))})"
-                for title, status, entity, aliases, vocab_id, first in db.execute(query, part):
-                    got[title] = (status, entity, RankedAliases(pickle.loads(aliases)) if aliases is not None else None,
-                                  vocab_id, first)
+                for title, status, entity, aliases, vocab_id, first, more in db.execute(query, part):
+                    stored = StoredAliases(pickle.loads(aliases), more, title, db) if aliases is not None else None
+                    got[title] = (status, entity, stored, vocab_id, first)
             for title in wanted:
                 value = got.get(title)
                 if value is not None:
@@ -189,7 +248,7 @@ def _weight(value) -> int:
     """A cached row's aliases (a row without aliases, or an absent title: 0)."""
     if value is _ABSENT or value[2] is None:
         return 0
-    return len(value[2].ranked)
+    return len(value[2].head)
 
 
 _OPEN: dict[tuple, LookupStore] = {}

@@ -381,9 +381,10 @@ class WriteStoreShardFn(_TableStepFn):
 
     step = "store"
 
-    def __init__(self, output: str, folder: str, shards: int, buffer_records: int) -> None:
+    def __init__(self, output: str, head_aliases: int, folder: str, shards: int, buffer_records: int) -> None:
         super().__init__(folder, shards, buffer_records)
         self.output = output
+        self.head_aliases = head_aliases
 
     def process(self, element):
         shard, tagged = element
@@ -393,7 +394,7 @@ class WriteStoreShardFn(_TableStepFn):
             local = os.path.join(tmp, shard_name(shard, self.shards))
             records = ((tag, title, value) for title, tag, value in
                        (r for _key, recs in grouped(self.paths(tagged, STORE_RUNS), _open) for r in recs))
-            rows = write_sorted_shard(records, local)
+            rows = write_sorted_shard(records, local, self.head_aliases)
             self.count("lookup/titles", rows)
             self.count("lookup/shard_bytes", os.path.getsize(local))
             with open(local, "rb") as src, storage.create(f"{path}.tmp") as dst:
@@ -499,7 +500,8 @@ class BuildTables(beam.PTransform):
             | "FlattenStoreSources" >> beam.Flatten()
             | "StoreRuns" >> beam.Filter(lambda r: r[0] == STORE_RUNS)
         )
-        store = self._step("WriteLookupStore", [store_runs], WriteStoreShardFn(self.output, folder, shards, buffer),
+        store = self._step("WriteLookupStore", [store_runs], WriteStoreShardFn(
+            self.output, self.labels.top_aliases_per_page, folder, shards, buffer),
                            every_shard=shards)
         stats += [vocab_ids[STATS], store[STATS]]
         return {"store_shards": store.main, "alias_files": alias_rows.main, "vocab_rows": vocab, "stats": stats}

@@ -194,11 +194,24 @@ def shuffle_volume(counters: dict) -> dict:
     shuffle once each, and so do passages in a job that does not write them where their unit is processed
     (one without ``volume/WritePassagesByRange/*``); the writers' bytes are not counted (the Parquet
     written is reported beside them).
+
+    The two-pass job's pass 1 hands its records from step to step in sorted run files
+    (``volume/tables/<run set>/records`` and ``/bytes``: under ``"run_files"``); only the run paths cross
+    Beam's shuffles (``/runs`` and ``/run_path_bytes``: the step ``BuildTables``).
     """
     elements: dict[str, int] = {}
     nbytes: dict[str, int] = {}
+    run_files = {"records": {}, "bytes": {}}
     for key, value in counters.items():
         parts = key.split("/")
+        if len(parts) == 4 and parts[:2] == ["volume", "tables"]:
+            if parts[3] == "runs":
+                elements["BuildTables"] = elements.get("BuildTables", 0) + value
+            elif parts[3] == "run_path_bytes":
+                nbytes["BuildTables"] = nbytes.get("BuildTables", 0) + value
+            elif parts[3] in ("records", "bytes"):
+                run_files[parts[3]][parts[2]] = run_files[parts[3]].get(parts[2], 0) + value
+            continue
         if len(parts) != 3 or parts[0] != "volume":
             continue
         if parts[2] in ("requests", "table", "shuffled", "records"):
@@ -208,9 +221,12 @@ def shuffle_volume(counters: dict) -> dict:
     written = counters.get("volume/BuildAliasTable/out", 0)
     if not any(k.startswith("volume/WritePassagesByRange/") for k in counters):  # passages shuffled to writers
         written += sum(v for k, v in counters.items() if k.startswith("passages/") and k.count("/") == 1)
-    if elements:
+    if elements and "BuildTables" not in elements:
         elements["WriteShards"] = written
-    return {"elements": elements, "bytes": nbytes}
+    out = {"elements": elements, "bytes": nbytes}
+    if run_files["records"]:
+        out["run_files"] = run_files
+    return out
 
 
 def output_bytes(out: Path) -> int:
@@ -308,6 +324,12 @@ def summarise(runs: list[dict], inputs: dict[str, dict]) -> dict:
                 cell["shuffled_elements_per_page_by_step"] = {
                     k: round(v / inp["pages"], 2) for k, v in sorted(s["elements"].items())}
                 cell["output_kib_per_page"] = round(_median(rows, "output_bytes") / 1024 / inp["pages"], 2)
+                if s.get("run_files"):  # pass 1's records handed between steps in files (local disk, or GCS)
+                    files = s["run_files"]
+                    cell["run_file_records_per_page"] = round(sum(files["records"].values()) / inp["pages"], 2)
+                    cell["run_file_kib_per_page"] = round(sum(files["bytes"].values()) / 1024 / inp["pages"], 2)
+                    cell["run_file_kib_per_page_by_set"] = {
+                        k: round(v / 1024 / inp["pages"], 2) for k, v in sorted(files["bytes"].items())}
             by_size[str(size)] = cell
         entry: dict = {"sizes": by_size, "sessions": sorted(sessions)}
         sizes = sorted(int(s) for s in by_size)
@@ -523,7 +545,9 @@ def estimates(summary: dict, inputs: dict) -> dict:
         cpu_s_per_xml_mb = m["cpu_ms_per_page"] / 1000 / (xml_per_page / 1e6)
         big = entry["sizes"][b]
         shuffled_per_xml_byte = big.get("shuffled_kib_per_page", 0) * 1024 / xml_per_page
+        run_files_per_xml_byte = big.get("run_file_kib_per_page", 0) * 1024 / xml_per_page
         est = {"from": f"{label}, x{a} -> x{b}", "xml_bytes_per_page": round(xml_per_page),
+               "run_file_bytes_per_xml_byte": round(run_files_per_xml_byte, 3),
                "cpu_s_per_xml_mb": round(cpu_s_per_xml_mb, 3),
                "ram_bytes_per_xml_byte": m["ram_bytes_per_xml_byte"],
                "shuffled_bytes_per_xml_byte": round(shuffled_per_xml_byte, 3)}
@@ -535,6 +559,8 @@ def estimates(summary: dict, inputs: dict) -> dict:
         shuffle_usd = shuffle_gb * ASSUMED["usd_per_shuffle_gb"]
         est["enwiki_dataflow"] = {
             "cpu_hours_here": round(cpu_h, 1), "vcpu_hours": round(vcpu_h, 1), "shuffle_gb": round(shuffle_gb),
+            # written once and read once through the output bucket (GCS), not through Dataflow Shuffle
+            "run_files_gb": round(run_files_per_xml_byte * ASSUMED["enwiki_xml_gb"]),
             "compute_usd": round(compute_usd, 1), "shuffle_usd": round(shuffle_usd, 1),
             "total_usd": round(compute_usd + shuffle_usd, 1),
             "wall_hours": round(vcpu_h / (ASSUMED["dataflow_vcpus"] * ASSUMED["dataflow_utilisation"])

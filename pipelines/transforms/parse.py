@@ -329,10 +329,19 @@ class ExtractRangeToRunsFn(ExtractRangeFn):
                 yield out
         _flush_links(link_counts, links)
         for name, writer in ((TITLE_RUNS, titles), (CHASE_RUNS, chases), (LINK_RUNS, links)):
-            for shard, path in writer.close():
+            runs = writer.close()
+            count_runs(self.count, name, writer, runs)
+            for shard, path in runs:
                 yield beam.pvalue.TaggedOutput(RUNS, (name, shard, path))
-            self.count(f"volume/tables/{name}/records", writer.records)
-            self.count(f"volume/tables/{name}/bytes", writer.bytes)
+
+
+def count_runs(count, name: str, writer: RunWriter, runs: list) -> None:
+    """``volume/tables/<run set>/...``: the records and bytes a step handed on through run files, and the
+    run paths (and their bytes) that crossed Beam's shuffle to the next step."""
+    count(f"volume/tables/{name}/records", writer.records)
+    count(f"volume/tables/{name}/bytes", writer.bytes)
+    count(f"volume/tables/{name}/runs", len(runs))
+    count(f"volume/tables/{name}/run_path_bytes", sum(len(path.encode("utf-8")) for _shard, path in runs))
 
 
 def _flush_links(link_counts: Counter, links: RunWriter) -> None:

@@ -63,6 +63,7 @@ from pipelines.transforms.parse import (
     REDIRECT_TARGET,
     RESOLVED,
     TITLE_RUNS,
+    count_runs,
 )
 from pipelines.transforms.stats import STATS, CountingDoFn
 from pipelines.transforms.write import shard_name as parquet_shard_name
@@ -101,8 +102,7 @@ class _TableStepFn(CountingDoFn):
     def close(self, name: str, writer: RunWriter):
         """Close ``writer``; its runs as (name, shard, path) elements of the ``runs`` output."""
         runs = writer.close()
-        self.count(f"volume/tables/{name}/records", writer.records)
-        self.count(f"volume/tables/{name}/bytes", writer.bytes)
+        count_runs(self.count, name, writer, runs)
         for shard, path in runs:
             yield beam.pvalue.TaggedOutput(RUNS, (name, shard, path))
 

@@ -108,8 +108,8 @@ SUITE: list[Benchmark] = [
     # GPU only
     Benchmark("gpu_check", "GPU", "MFU at 1M entities beside BART, the memory read (kernels vs FlexAttention vs "
               "blocked), the GPU tests and the data path on a GPU", ("bash", "benchmarks/gpu_check.sh"),
-              helpers=("gpu_check_report.py", "bench_entity_softmax.py", "bench_memory_read.py", "synth_corpus.py",
-                       "bench_trainer.py", "bench_data.py"), skip="needs a GPU"),
+              helpers=("gpu_check_report.py", "bench_entity_softmax.py", "bench_memory_read.py", "step_timing.py",
+                       "synth_corpus.py", "bench_trainer.py", "bench_data.py"), skip="needs a GPU"),
 ]
 
 # Scripts of benchmarks/ that write no results file of the suite: what each is for.

@@ -178,3 +178,36 @@ def test_the_trainer_runs_on_it_with_its_vocabulary(uk_own_corpus, tmp_path):
     train_steps = [s for s in steps if s.get("split") == "train"]
     assert [s["step"] for s in train_steps] == [1, 2]
     assert abs(train_steps[0]["lm_loss"] - math.log(VOCAB)) < 0.5  # a uniform guess over the own vocabulary
+
+
+def test_another_tokenizer_in_the_output_is_refused_by_the_light_check(tmp_path):
+    """On a hand-made corpus (a manifest and one train shard with text: no corpus job): the same tokenizer again is
+    written again; other options into its folder are refused by `wikiedm train-tokenizer`'s check, in one line, before
+    a passage is read; --overwrite true replaces it."""
+    import pyarrow as pa
+
+    from wikiedm.cli import check
+    from wikiedm.config import ConfigError
+
+    corpus = tmp_path / "corpus"
+    (corpus / "passages").mkdir(parents=True)
+    words = "Київ столиця України місто на Дніпрі river city capital".split()
+    texts = [" ".join(words[(i + j) % len(words)] for j in range(12)) for i in range(40)]
+    pq.write_table(pa.table({"page_id": list(range(40)), "window_index": [0] * 40, "char_offset": [0] * 40,
+                             "text": texts}), corpus / "passages" / "train-00000-of-00001.parquet")
+    (corpus / "manifest.json").write_text(json.dumps({"files": [
+        {"kind": "passages", "path": "passages/train-00000-of-00001.parquet", "sha256": "0" * 64}]}))
+    out = tmp_path / "tok"
+    args = ["--corpus", str(corpus), "--output", str(out), "--min_frequency", "1"]
+    assert wikiedm_main(["train-tokenizer", *args, "--vocab_size", "300"]) == 0
+    check("train-tokenizer", [*args, "--vocab_size", "300"])  # the same tokenizer: allowed
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    with pytest.raises(ConfigError, match=r"already holds files other than this tokenizer .*--overwrite true"):
+        check("train-tokenizer", [*args, "--vocab_size", "280"])
+    proc = subprocess.run([sys.executable, "-m", "wikiedm.cli", "train-tokenizer", *args, "--vocab_size", "280"],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert proc.stderr.startswith(f"wikiedm train-tokenizer: error: {out} already holds files other than this")
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert wikiedm_main(["train-tokenizer", *args, "--vocab_size", "280", "--overwrite", "true"]) == 0
+    assert json.loads((out / TRAINING_RECORD).read_text())["options"]["vocab_size"] == 280

@@ -215,6 +215,20 @@ def train_tokenizer_parser(prog: str = PROG):
                         common=("corpus", "output", "vocab_size", "overwrite"))
 
 
+def check_train_tokenizer_command(prog: str, argv: list[str]) -> None:
+    """What ``wikiedm train-tokenizer`` checks before it reads a passage: the command line, the corpus's manifest
+    and the output folder (another tokenizer there: refused unless --overwrite true)."""
+    from wikiedm.config import ConfigError
+
+    config, _, rest = train_tokenizer_parser(prog).check(argv)
+    if rest:
+        raise ConfigError(f"unknown option(s): {' '.join(rest)}")
+    try:
+        check_output_folder(config.output, training_record(config), config.overwrite)
+    except TokenizerTrainingError as exc:
+        raise ConfigError(str(exc)) from None
+
+
 def main(argv: list[str] | None = None) -> int:
     from wikiedm.config import ConfigError
 

@@ -78,10 +78,17 @@ def corpus_digest(corpus: str) -> str | None:
     return hashlib.sha256(json.dumps(read).encode()).hexdigest()
 
 
+def _absolute(path: str) -> str:
+    """A local path made absolute (the same run started from another folder names the same files); a URL as is."""
+    return path if "://" in path else os.path.abspath(path)
+
+
 def _run_config(tree: dict) -> tuple[dict, str]:
     """(the config's keys that define the run, flattened; the corpus path made absolute) of a config tree."""
     flat = _flatten(tree)
-    corpus = os.path.abspath(str(flat.pop("data.path", "") or ""))
+    corpus = _absolute(str(flat.pop("data.path", "") or ""))
+    if flat.get("model.init_from"):
+        flat["model.init_from"] = _absolute(str(flat["model.init_from"]))
     return {k: v for k, v in sorted(flat.items()) if k not in HOW_IT_RUNS}, corpus
 
 

@@ -99,14 +99,14 @@ def run_identity(config) -> dict:
     return {"config": run_config, "corpus": {"path": corpus, "files": corpus_digest(corpus)}}
 
 
-def _recorded(run: Path) -> tuple[dict, bool] | None:
-    """(what the folder's run recorded, True) or, before the record existed, (its config.yaml's part, False)."""
+def _recorded(run: Path) -> dict | None:
+    """What the folder's run recorded or, before the record existed, the part of its config.yaml that would be."""
     record = run / RUN_RECORD
     if record.is_file():
         try:
-            return json.loads(record.read_text()), True
+            return json.loads(record.read_text())
         except ValueError:
-            return {"config": {"unreadable": str(record)}}, True
+            return {"config": {"unreadable": str(record)}}
     config_yaml = run / "config.yaml"
     if config_yaml.is_file():
         try:
@@ -114,9 +114,9 @@ def _recorded(run: Path) -> tuple[dict, bool] | None:
         except yaml.YAMLError:
             tree = None
         if not isinstance(tree, dict):
-            return {"config": {"unreadable": str(config_yaml)}}, False
+            return {"config": {"unreadable": str(config_yaml)}}
         run_config, corpus = _run_config(tree)
-        return {"config": run_config, "corpus": {"path": corpus}}, False
+        return {"config": run_config, "corpus": {"path": corpus}}
     return None
 
 
@@ -144,10 +144,9 @@ def check_run_folder(output: str | os.PathLike, identity: dict, overwrite: bool)
     run = Path(output)
     if run.exists() and not run.is_dir():
         raise OutputInUseError(f"--output {output} is a file, not a run folder")
-    found = _recorded(run) if run.is_dir() else None
-    if found is None:
+    recorded = _recorded(run) if run.is_dir() else None
+    if recorded is None:
         return "new"
-    recorded, _ = found
     differs = _differences(recorded, identity)
     if not differs:
         return "resume"
@@ -156,8 +155,8 @@ def check_run_folder(output: str | os.PathLike, identity: dict, overwrite: bool)
     if overwrite:
         return "overwrite"
     shown = "; ".join(differs[:3]) + (f"; and {len(differs) - 3} more" if len(differs) > 3 else "")
-    raise OutputInUseError(f"--output {output} holds the checkpoints of another run ({shown}); pass --overwrite true "
-                           "to replace that run, or choose another --output (--train.resume "
+    raise OutputInUseError(f"--output {output} holds another run's checkpoints or metrics ({shown}); pass "
+                           "--overwrite true to replace that run, or choose another --output (--train.resume "
                            f"{run / 'checkpoints'}/step_N there starts from one of its checkpoints)")
 
 

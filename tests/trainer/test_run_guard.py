@@ -90,7 +90,7 @@ def test_a_run_resumes_in_its_folder_and_another_run_is_refused_unless_overwrite
     before = snapshot(run)
     proc, seconds = wikiedm("pretrain", *pretrain_args(corpus, run, "--train.seed", "2"))
     assert proc.returncode == 2 and seconds < FAST_S, proc.stderr
-    assert proc.stderr == (f"wikiedm pretrain: error: --output {run} holds the checkpoints of another run "
+    assert proc.stderr == (f"wikiedm pretrain: error: --output {run} holds another run's checkpoints or metrics "
                            "(train.seed 1 -> 2); pass --overwrite true to replace that run, or choose another "
                            f"--output (--train.resume {run / 'checkpoints'}/step_N there starts from one of its "
                            "checkpoints)\n")
@@ -120,7 +120,7 @@ def test_another_corpus_or_an_older_folder(corpus, tmp_path):
         check_run_folder(run, run_identity(other), overwrite=False)
     assert check_run_folder(run, run_identity(other), overwrite=True) == "overwrite"
     write_corpus(own, seed=1)  # the corpus rebuilt in place: other passages
-    with pytest.raises(OutputInUseError, match=r"another run \(corpus files '[0-9a-f]{64}' -> '[0-9a-f]{64}'\)"):
+    with pytest.raises(OutputInUseError, match=r"checkpoints or metrics \(corpus files '[0-9a-f]{64}' -> '[0-9a-f]{64}'\)"):
         check_run_folder(run, run_identity(cfg), overwrite=False)
     # a folder from before the record: its config.yaml stands for it (keys a later version added are no change)
     (run / RUN_RECORD).unlink()

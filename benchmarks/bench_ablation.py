@@ -72,7 +72,6 @@ import json
 import math
 import os
 import platform
-import socket
 import subprocess
 import sys
 import threading
@@ -81,6 +80,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+import grid_runs  # noqa: E402
+from grid_runs import free_port  # noqa: E402
 
 from trainer.evaluate import t_interval  # noqa: E402
 
@@ -119,11 +122,8 @@ def output_paths(config: str) -> tuple[Path, Path]:
 
 
 def log(msg: str) -> None:
-    line = f"[{dt.datetime.now(dt.timezone.utc):%H:%M:%S}] {msg}"
-    print(line, flush=True)
-    OUT.mkdir(parents=True, exist_ok=True)
-    with open(OUT / "progress.log", "a") as f:
-        f.write(line + "\n")
+    """A time-stamped progress line, printed and appended to OUT/progress.log."""
+    grid_runs.log(msg, OUT)
 
 
 def machine() -> dict:
@@ -218,12 +218,6 @@ def check_pair(dump: str, hyper: Path, labelled: Path) -> dict:
 
 
 # ----------------------------------------------------------------------------- grid points
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def grid_point(cfg: dict, config: str, steps: int, dump: str, corpus: str, model: str, seed: int,

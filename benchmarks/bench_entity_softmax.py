@@ -32,12 +32,13 @@ import json
 import platform
 import statistics
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
+from step_timing import sync, time_ms  # noqa: E402
 
 from trainer.entity_softmax import blocked_entity_softmax  # noqa: E402
 
@@ -78,20 +79,6 @@ class Variant:
         return loss.detach(), q.grad
 
 
-def _timed(fn, device) -> float:
-    """Milliseconds of fn(): CUDA events on a GPU, the wall clock on CPU."""
-    if device.type == "cuda":
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        return start.elapsed_time(end)
-    t0 = time.perf_counter()
-    fn()
-    return (time.perf_counter() - t0) * 1e3
-
-
 def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
     return ((a.double() - b.double()).norm() / b.double().norm()).item()
 
@@ -100,15 +87,10 @@ def _run(variants, q, targets, w_read, args, device) -> None:
     for v in variants:  # warm-up: compilation, autotuning of the tile configs, allocator
         for _ in range(args.warmup):
             v.step(q, targets, w_read, args.block_size)
-    _sync(device)
+    sync(device)
     for r in range(args.repeat):
         for v in variants[r % len(variants):] + variants[:r % len(variants)]:
-            v.times.append(_timed(lambda v=v: v.step(q, targets, w_read, args.block_size), device))
-
-
-def _sync(device):
-    if device.type == "cuda":
-        torch.cuda.synchronize()
+            v.times.append(time_ms(lambda v=v: v.step(q, targets, w_read, args.block_size), device))
 
 
 def _sweep(q, table, targets, w_read, args, device, flops: float) -> dict:

@@ -49,12 +49,10 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
-import datetime as dt
 import json
 import os
 import platform
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -62,6 +60,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+import grid_runs  # noqa: E402
+from grid_runs import free_port  # noqa: E402
 
 WIKIDUMPS = Path(os.environ.get("WIKIDUMPS_DIR", REPO / ".." / "shared" / "wikidumps")).resolve()
 DUMP = "ukwiki-2023-first100k-lines-truncated.xml.xz"
@@ -114,17 +116,8 @@ TINY = ("--model.d_model", "32", "--model.attention_heads", "2", "--model.ffn_di
 
 
 def log(msg: str) -> None:
-    line = f"[{dt.datetime.now(dt.timezone.utc):%H:%M:%S}] {msg}"
-    print(line, flush=True)
-    OUT.mkdir(parents=True, exist_ok=True)
-    with open(OUT / "progress.log", "a") as f:
-        f.write(line + "\n")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A time-stamped progress line, printed and appended to OUT/progress.log."""
+    grid_runs.log(msg, OUT)
 
 
 def train_args(grid: str, corpus_dir: Path, run_dir: Path, model: str, steps: int, tiny: bool = False) -> list[str]:

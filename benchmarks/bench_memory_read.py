@@ -31,17 +31,15 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from step_timing import sync, times_ms  # noqa: E402
 
 from trainer import entity_softmax as es  # noqa: E402
 
 # products per read (fwd + bwd), in M x N x D multiply-adds: what each path does as written
 PRODUCTS = {"triton": 9, "flex": 10, "blocked_fp32": 7, "flex_attention_only": 7}
 TOLERANCE = {"lse": 5e-4, "read": 1e-2, "grad_query": 1e-2, "grad_rows": 1e-2}  # trainer/entity_kernels.py
-
-
-def _sync(device):
-    if device.type == "cuda":
-        torch.cuda.synchronize()
 
 
 def problem(m: int, n: int, d: int, seed: int, device):
@@ -68,23 +66,6 @@ def _rel(x, ref) -> float:
     return float((x.double() - ref).norm() / ref.norm())
 
 
-def timed(fn, repeat: int, device) -> list[float]:
-    times = []
-    for _ in range(repeat):
-        if device.type == "cuda":
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-            torch.cuda.synchronize()
-            times.append(start.elapsed_time(end))
-        else:
-            t = time.perf_counter()
-            fn()
-            times.append((time.perf_counter() - t) * 1e3)
-    return times
-
-
 def measure(name: str, kernel: str, prob, ref, block: int, repeat: int, device, setup=None) -> dict:
     """Warm-up (compiles), errors against ref, then the timing. A backend that fell back is reported so."""
     es._FAILED.clear()
@@ -94,14 +75,14 @@ def measure(name: str, kernel: str, prob, ref, block: int, repeat: int, device, 
         if setup:
             setup()
         out = read_once(kernel, *prob, block)
-        _sync(device)
+        sync(device)
         res["first_call_s"] = time.perf_counter() - t0  # compilation included
         if kernel in es._FAILED:
             return {**res, "status": "fell back", "why": es._FAILED[kernel]}
         res["errors"] = {k: _rel(x, r) for k, x, r in zip(("lse", "read", "grad_query", "grad_rows"), out, ref)}
         res["within_tolerance"] = all(res["errors"][k] < tol for k, tol in TOLERANCE.items())
         del out
-        times = timed(lambda: read_once(kernel, *prob, block), repeat, device)
+        times = times_ms(lambda: read_once(kernel, *prob, block), repeat, device)
         res.update(status="ok", ms=statistics.median(times), times_ms=times)
     except Exception as exc:  # noqa: BLE001 - recorded, the next variant runs
         res.update(status="failed", why=f"{type(exc).__name__}: {exc}"[:2000])
@@ -138,7 +119,7 @@ def main(argv: list[str] | None = None) -> dict:
     t = time.perf_counter()
     q, table, targets, weights = prob
     ref = read_once("blocked", q.double(), table.double(), targets, tuple(w.double() for w in weights), a.block)
-    _sync(device)
+    sync(device)
     result["reference_float64_s"] = time.perf_counter() - t
     save()
     variants = result["variants"]
@@ -188,8 +169,8 @@ def main(argv: list[str] | None = None) -> dict:
                 torch.autograd.grad((read_c, lse_c), (qp, kv), (torch.ones_like(read_c), torch.ones_like(lse_c)))
 
             attention_only()
-            _sync(device)
-            times = timed(attention_only, a.repeat, device)
+            sync(device)
+            times = times_ms(attention_only, a.repeat, device)
             variants["flex_attention_only"] = {"status": "ok", "ms": statistics.median(times), "times_ms": times,
                                                "note": "lower bound, not a candidate", "chunk_rows": chunk}
         except Exception as exc:  # noqa: BLE001

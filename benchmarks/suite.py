@@ -97,19 +97,19 @@ SUITE: list[Benchmark] = [
     # the ablation
     Benchmark("learning", "ablation", "the positive control: EDMem and BART on the ukwiki excerpt with its own "
               "tokenizer, word metrics against the unigram floor and the EL baselines, and the 2x2 ablation at its budget",
-              _py("bench_learning.py")),
+              _py("bench_learning.py"), helpers=("grid_runs.py",)),
     Benchmark("learning_cpu-lr1e-3", "ablation", "the control's two arms again at lr 1e-3 with 10% warm-up: a follow-up "
               "defined after the first control run was seen (its EDMem runs were unstable at lr 3e-3)",
-              _py("bench_learning.py", "--grid", "cpu-lr1e-3", "--arms", "control")),
+              _py("bench_learning.py", "--grid", "cpu-lr1e-3", "--arms", "control"), helpers=("grid_runs.py",)),
     Benchmark("ablation", "ablation", "BART vs EDMem, with and without the missing-mention labels, `small` config",
-              _py("bench_ablation.py", "--config", "small")),
+              _py("bench_ablation.py", "--config", "small"), helpers=("grid_runs.py",)),
     Benchmark("ablation_small-long", "ablation", "the same grid, `small-long` config (3x the steps)",
-              _py("bench_ablation.py", "--config", "small-long")),
+              _py("bench_ablation.py", "--config", "small-long"), helpers=("grid_runs.py",)),
     # GPU only
     Benchmark("gpu_check", "GPU", "MFU at 1M entities beside BART, the memory read (kernels vs FlexAttention vs "
               "blocked), the GPU tests and the data path on a GPU", ("bash", "benchmarks/gpu_check.sh"),
-              helpers=("gpu_check_report.py", "bench_entity_softmax.py", "bench_memory_read.py", "synth_corpus.py",
-                       "bench_trainer.py", "bench_data.py"), skip="needs a GPU"),
+              helpers=("gpu_check_report.py", "bench_entity_softmax.py", "bench_memory_read.py", "step_timing.py",
+                       "synth_corpus.py", "bench_trainer.py", "bench_data.py"), skip="needs a GPU"),
 ]
 
 # Scripts of benchmarks/ that write no results file of the suite: what each is for.

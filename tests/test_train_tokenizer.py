@@ -178,3 +178,79 @@ def test_the_trainer_runs_on_it_with_its_vocabulary(uk_own_corpus, tmp_path):
     train_steps = [s for s in steps if s.get("split") == "train"]
     assert [s["step"] for s in train_steps] == [1, 2]
     assert abs(train_steps[0]["lm_loss"] - math.log(VOCAB)) < 0.5  # a uniform guess over the own vocabulary
+
+
+def hand_made_corpus(corpus: Path) -> Path:
+    """What train-tokenizer reads of a corpus, written by hand (no corpus job): a manifest, one train shard."""
+    import pyarrow as pa
+
+    (corpus / "passages").mkdir(parents=True)
+    words = "Київ столиця України місто на Дніпрі river city capital".split()
+    texts = [" ".join(words[(i + j) % len(words)] for j in range(12)) for i in range(40)]
+    pq.write_table(pa.table({"page_id": list(range(40)), "window_index": [0] * 40, "char_offset": [0] * 40,
+                             "text": texts}), corpus / "passages" / "train-00000-of-00001.parquet")
+    (corpus / "manifest.json").write_text(json.dumps({"files": [
+        {"kind": "passages", "path": "passages/train-00000-of-00001.parquet", "sha256": "0" * 64}]}))
+    return corpus
+
+
+def test_another_tokenizer_in_the_output_is_refused_by_the_light_check(tmp_path):
+    """On a hand-made corpus (a manifest and one train shard with text: no corpus job): the same tokenizer again is
+    written again; other options into its folder are refused by `wikiedm train-tokenizer`'s check, in one line, before
+    a passage is read; --overwrite true replaces it."""
+    from wikiedm.cli import check
+    from wikiedm.config import ConfigError
+
+    corpus = hand_made_corpus(tmp_path / "corpus")
+    out = tmp_path / "tok"
+    args = ["--corpus", str(corpus), "--output", str(out), "--min_frequency", "1"]
+    assert wikiedm_main(["train-tokenizer", *args, "--vocab_size", "300"]) == 0
+    check("train-tokenizer", [*args, "--vocab_size", "300"])  # the same tokenizer: allowed
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    with pytest.raises(ConfigError, match=r"already holds files other than this tokenizer .*--overwrite true"):
+        check("train-tokenizer", [*args, "--vocab_size", "280"])
+    proc = subprocess.run([sys.executable, "-m", "wikiedm.cli", "train-tokenizer", *args, "--vocab_size", "280"],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert proc.stderr.startswith(f"wikiedm train-tokenizer: error: {out} already holds files other than this")
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert wikiedm_main(["train-tokenizer", *args, "--vocab_size", "280", "--overwrite", "true"]) == 0
+    assert json.loads((out / TRAINING_RECORD).read_text())["options"]["vocab_size"] == 280
+
+
+def test_the_config_names_a_class_transformers_4_and_5_both_load(tmp_path):
+    """tokenizer_config.json names PreTrainedTokenizerFast and lists [Es]/[Ee] as additional_special_tokens (what
+    transformers 4.x reads; 5.x wrote TokenizersBackend and extra_special_tokens, which 4.x refuses). The installed
+    transformers loads it exactly as the folder it wrote itself: the same class, ids, offsets, specials, decoding."""
+    import shutil
+
+    import transformers
+    from transformers import AutoTokenizer
+
+    out = tmp_path / "tok"
+    corpus = hand_made_corpus(tmp_path / "corpus")
+    assert wikiedm_main(["train-tokenizer", "--corpus", str(corpus), "--output", str(out), "--vocab_size", "300",
+                         "--min_frequency", "1"]) == 0
+    config = json.loads((out / "tokenizer_config.json").read_text())
+    assert config["tokenizer_class"] == "PreTrainedTokenizerFast" and "extra_special_tokens" not in config
+    assert config["additional_special_tokens"] == ["[Es]", "[Ee]"]
+    as_saved = tmp_path / "as_saved"  # the folder as save_pretrained wrote it
+    shutil.copytree(out, as_saved)
+    AutoTokenizer.from_pretrained(str(out)).save_pretrained(str(as_saved))
+    if transformers.__version__.startswith("5."):  # 5.x writes its own names back: the comparison below means something
+        assert json.loads((as_saved / "tokenizer_config.json").read_text())["tokenizer_class"] == "TokenizersBackend"
+
+    def behaviour(folder: Path) -> dict:
+        tok = AutoTokenizer.from_pretrained(str(folder))
+        texts = ["Київ — столиця України. <s> [Es] 🙂", "river city [Ee] capital <mask> x", "<pad>Дніпрі</s>"]
+        encoded = [tok(text, return_offsets_mapping=True) for text in texts]
+        return {"class": type(tok), "len": len(tok), "specials": sorted(tok.all_special_ids),
+                "named": [tok.pad_token_id, tok.bos_token_id, tok.eos_token_id, tok.mask_token_id, tok.unk_token_id],
+                "markers": tok.convert_tokens_to_ids(["[Es]", "[Ee]"]), "ids": [e["input_ids"] for e in encoded],
+                "offsets": [e["offset_mapping"] for e in encoded],
+                "decoded": [tok.decode(e["input_ids"], skip_special_tokens=skip) for e in encoded
+                            for skip in (False, True)]}
+
+    ours = behaviour(out)
+    assert ours == behaviour(as_saved)
+    assert ours["markers"] == [4, 5] and {0, 1, 2, 3, 4, 5} <= set(ours["specials"]) and ours["len"] == 300

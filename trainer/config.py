@@ -176,6 +176,9 @@ def config_parser(prog: str = PROG, description: str = "") -> ConfigParser:
     parser.parser.add_argument("--deepspeed", nargs="?", const=IGNORED, dest="train.deepspeed_config",
                                default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     parser.parser.add_argument("--local_rank", dest="_local_rank", help=argparse.SUPPRESS)
+    parser.add_bool("--overwrite", default=False,
+                    help="replace another run's checkpoints and metrics in --output (they are removed first); a "
+                         "resume with the same config and corpus needs no --overwrite")
     return parser
 
 
@@ -231,9 +234,12 @@ def config_json(cfg: Config) -> str:
 
 def check_pretrain_command(prog: str, argv: list[str]) -> None:
     """What ``wikiedm pretrain`` checks before it imports torch or DeepSpeed, builds an op or writes a file."""
-    cfg, _, _ = config_parser(prog).check(argv)
+    from trainer.run_guard import check_run_folder, run_identity
+
+    cfg, flags, _ = config_parser(prog).check(argv)
     if not cfg.data.path:
         raise ConfigError("--corpus is required (the corpus job's output folder)")
+    check_run_folder(cfg.train.output_dir, run_identity(cfg), flags.overwrite)  # another run's checkpoints: refused
 
 
 # ----------------------------------------------------------------------------- wikiedm export, wikiedm evaluate
@@ -243,6 +249,8 @@ def check_pretrain_command(prog: str, argv: list[str]) -> None:
 class ExportConfig:
     checkpoint: str = option("", "RUN, RUN/checkpoints, or RUN/checkpoints/step_XXXXXXXX", path="dir", required=True)
     output: str = option("", "path of the .safetensors file to write", required=True, metavar="FILE")
+    overwrite: bool = option(False, "replace a file exported from another run (one exported from the same run is "
+                                    "replaced without it)")
 
 
 def export_parser(prog: str = "wikiedm export") -> ConfigParser:
@@ -254,7 +262,10 @@ def export_parser(prog: str = "wikiedm export") -> ConfigParser:
 
 
 def check_export_command(prog: str, argv: list[str]) -> None:
-    parse_export(argv, prog)
+    from trainer.run_guard import check_export_output
+
+    cfg = parse_export(argv, prog)
+    check_export_output(cfg.checkpoint, cfg.output, cfg.overwrite)  # a file of another run: refused
 
 
 def parse_export(argv: list[str], prog: str = "wikiedm export") -> ExportConfig:

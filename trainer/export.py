@@ -13,6 +13,7 @@ put together from the ranks' shards into the one ``entity_memory.table`` tensor.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -20,18 +21,7 @@ import torch
 
 from trainer import checkpoint as ckpt_files
 from trainer.model import EDMem, EDMemSpec
-
-
-def resolve_checkpoint(path: str | Path) -> tuple[Path, str]:
-    """A tag directory, a checkpoints/ directory (its latest) or a run directory (its checkpoints' latest)."""
-    p = Path(path)
-    if (p / "checkpoints" / "latest").exists():
-        p = p / "checkpoints"
-    if (p / "latest").exists():
-        return p, (p / "latest").read_text().strip()
-    if p.is_dir() and any(p.glob("*model_states.pt")):
-        return p.parent, p.name
-    raise SystemExit(f"{path}: not a DeepSpeed checkpoint (no 'latest' file and no *model_states.pt)")
+from trainer.run_guard import resolve_checkpoint
 
 
 def consolidated_state_dict(ckpt_dir: Path, tag: str) -> dict[str, torch.Tensor]:
@@ -74,8 +64,15 @@ def export(checkpoint: str | Path, out_path: str | Path) -> Path:
                          f"unexpected {sorted(set(state) - expected)}")
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    save_file(state, str(out_path), metadata={"edmem_spec": json.dumps(spec), "checkpoint": str(tag_dir),
-                                              "format": "pt"})
+    # Written beside, then renamed: an export killed midway leaves no damaged file at --output. The checkpoint's
+    # absolute path tells the next export into the same file whether it comes from the same run (trainer.run_guard).
+    partial = out_path.with_name(f".{out_path.name}.{os.getpid()}.partial")
+    try:
+        save_file(state, str(partial), metadata={"edmem_spec": json.dumps(spec), "checkpoint": str(tag_dir.resolve()),
+                                                 "format": "pt"})
+        os.replace(partial, out_path)
+    finally:
+        partial.unlink(missing_ok=True)
     return out_path
 
 
@@ -130,12 +127,16 @@ def load_bart_weights(model: EDMem, path: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     from trainer.config import parse_export
+    from trainer.run_guard import check_export_output
     from wikiedm.config import ConfigError, command_error
 
     try:
         args = parse_export(list(sys.argv[1:] if argv is None else argv))
+        found = check_export_output(args.checkpoint, args.output, args.overwrite)  # another run's file: refused
     except ConfigError as exc:
         return command_error("wikiedm export", str(exc))
+    if found == "overwrite":
+        print(f"--overwrite true: replacing {args.output}, exported from another run", file=sys.stderr)
     out = export(args.checkpoint, args.output)
     print(f"wrote {out}", file=sys.stderr)
     return 0

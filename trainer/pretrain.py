@@ -53,6 +53,14 @@ from trainer.metrics import (
     summarize,
 )
 from trainer.model import EDMem, EDMemSpec
+from trainer.run_guard import (
+    OutputInUseError,
+    check_run_folder,
+    guard_run_folder,
+    remove_run_files,
+    run_identity,
+    write_run_record,
+)
 from trainer.speed import (
     compile_layers,
     cpu_micro_batch,
@@ -74,6 +82,11 @@ def parse_args(argv: list[str]) -> Config:
     validate(cfg)
     report_sinks(cfg.train.report_to)  # an unknown sink, or wandb asked for and not installed, fails here
     return cfg
+
+
+def overwrite_requested(argv: list[str]) -> bool:
+    """``--overwrite true``: replace another run's files in --output (trainer.run_guard)."""
+    return bool(config_parser().parse_with_extras(argv)[1].overwrite)
 
 
 def deepspeed_config(cfg: Config, world_size: int, universal: bool) -> dict:
@@ -148,19 +161,26 @@ def resolve_partition(requested: str, world_size: int, resume) -> str:
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     command = launcher_command(argv)
-    if command is not None:  # --num_gpus N: the launcher starts the ranks, each of which runs train()
-        parse_args(argv)  # a bad flag or --help: once, here, not once per rank
-        raise SystemExit(run_launcher(command))
     try:
+        if command is not None:  # --num_gpus N: the launcher starts the ranks, each of which runs train()
+            cfg = parse_args(argv)  # a bad flag or --help: once, here, not once per rank
+            if not cfg.data.path:
+                raise SystemExit("no corpus: pass --corpus OUT (the corpus job's output folder)")
+            # once, here: the ranks then find this run's record (another run's files already removed)
+            if guard_run_folder(cfg.train.output_dir, run_identity(cfg), overwrite_requested(argv)) == "overwrite":
+                print(f"[pretrain] --overwrite true: removed another run's checkpoints and metrics from "
+                      f"{cfg.train.output_dir}", flush=True)
+            raise SystemExit(run_launcher(command))
         train(argv)
-    except CorpusError as exc:  # bad input: one line naming the corpus and the problem, no traceback
+    except (CorpusError, OutputInUseError) as exc:  # bad input: one line naming the problem, no traceback
         print(f"[pretrain] error: {exc}", file=sys.stderr, flush=True)
         raise SystemExit(2) from None
 
 
 def train(argv: list[str] | None = None) -> None:
     # ---- phase 1: configuration, the corpus's checks (bad input fails here, in seconds), processes ----
-    cfg = parse_args(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else argv
+    cfg = parse_args(argv)
     if not cfg.data.path:
         raise SystemExit("no corpus: pass --corpus OUT (the corpus job's output folder)")
     corpus = open_corpus(cfg.data.path, verify_sha256=cfg.data.verify_sha256)
@@ -179,9 +199,19 @@ def train(argv: list[str] | None = None) -> None:
     enable_tf32(device)
     run_dir = Path(cfg.train.output_dir)
     is_main = rank == 0
+    # Another run's checkpoints in run_dir: refused (every rank finds the same, so a refusal ends them all), or
+    # with --overwrite removed. Rank 0 changes the folder only once every rank has looked, and before any reads it.
+    identity = run_identity(cfg)
+    found = check_run_folder(run_dir, identity, overwrite_requested(argv))
+    dist.barrier()
     if is_main:
-        run_dir.mkdir(parents=True, exist_ok=True)
+        if found == "overwrite":
+            remove_run_files(run_dir)
+            print(f"[pretrain] --overwrite true: removed another run's checkpoints and metrics from {run_dir}",
+                  flush=True)
+        write_run_record(run_dir, identity)
         dump_config(cfg, run_dir / "config.yaml")
+    dist.barrier()
     log = MetricsLog(run_dir, enabled=is_main, report_to=cfg.train.report_to, config=cfg.to_dict())
 
     def say(msg: str) -> None:

@@ -13,7 +13,8 @@ once. OUT is any finished corpus with passage text (the default ``--passage_text
 built first with the default tokenizer; the tokenizer only decides how the text is cut, so the
 second corpus, built with ``--tokenizer TOKENIZER_DIR``, has the same pages, mentions and split.
 
-The folder written loads with ``AutoTokenizer.from_pretrained`` and ``wikiedm.tokenizer.load_encoder``.
+The folder written loads with ``AutoTokenizer.from_pretrained`` (transformers 4.x and 5.x: its
+``tokenizer_config.json`` names ``PreTrainedTokenizerFast``) and ``wikiedm.tokenizer.load_encoder``.
 Its special tokens come first: ``<pad>`` 0, ``<s>`` 1, ``</s>`` 2, ``<mask>`` 3, ``[Es]`` 4, ``[Ee]`` 5
 (the trainer's mention markers, reserved so the trainer adds nothing: the model's vocabulary is
 exactly ``--vocab_size``), then the 256 bytes, then the merges. Same corpus and options, same files
@@ -194,12 +195,32 @@ def train_tokenizer(config: TrainTokenizerConfig) -> dict:
         if os.path.isfile(path):
             os.remove(path)
     tok.save_pretrained(config.output)
+    portable_tokenizer_config(os.path.join(config.output, "tokenizer_config.json"))
     with open(os.path.join(config.output, TRAINING_RECORD), "w", encoding="utf-8") as f:
         json.dump(record, f, indent=2, sort_keys=True)
         f.write("\n")
     return {"output": config.output, "vocab_size": len(tok), "special_tokens": dict(zip(SPECIAL_TOKENS, range(6))),
             "passages_read": counted["passages"], "characters_read": counted["characters"],
             "seconds": round(time.monotonic() - started, 2)}
+
+
+def portable_tokenizer_config(path: str) -> None:
+    """Name the folder's class and extra special tokens as transformers 4 and 5 both read them.
+
+    transformers 5 writes ``"tokenizer_class": "TokenizersBackend"`` (a class 4.x does not have: its
+    AutoTokenizer refuses the folder) and the special tokens beyond the named ones as a list under
+    ``extra_special_tokens`` (4.x reads that key as a dict of named tokens, and fails). With
+    ``PreTrainedTokenizerFast`` (5.x: the same class) and ``additional_special_tokens``, 5.x loads the
+    folder as before and 4.x loads it with the same ids, offsets and special tokens
+    (tests/test_train_tokenizer.py; 4.57 checked by hand)."""
+    with open(path, encoding="utf-8") as f:
+        config = json.load(f)
+    if config.get("tokenizer_class") == "TokenizersBackend":
+        config["tokenizer_class"] = "PreTrainedTokenizerFast"
+    if isinstance(config.get("extra_special_tokens"), list):
+        config["additional_special_tokens"] = config.pop("extra_special_tokens")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(json.dumps(config, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
 
 
 # What save_pretrained may write (a replaced folder keeps none of the old ones).
@@ -213,6 +234,20 @@ def train_tokenizer_parser(prog: str = PROG):
 
     return ConfigParser(TrainTokenizerConfig, prog=prog, description=__doc__.splitlines()[0], pass_unknown=False,
                         common=("corpus", "output", "vocab_size", "overwrite"))
+
+
+def check_train_tokenizer_command(prog: str, argv: list[str]) -> None:
+    """What ``wikiedm train-tokenizer`` checks before it reads a passage: the command line, the corpus's manifest
+    and the output folder (another tokenizer there: refused unless --overwrite true)."""
+    from wikiedm.config import ConfigError
+
+    config, _, rest = train_tokenizer_parser(prog).check(argv)
+    if rest:
+        raise ConfigError(f"unknown option(s): {' '.join(rest)}")
+    try:
+        check_output_folder(config.output, training_record(config), config.overwrite)
+    except TokenizerTrainingError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def main(argv: list[str] | None = None) -> int:

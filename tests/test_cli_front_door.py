@@ -216,28 +216,29 @@ def test_the_output_guard(tmp_path):
 # ----------------------------------------------------------------------------- what the corpus teaches
 
 
-def test_the_dataset_card_and_the_dag_teach_commands_that_parse(sample_corpus, capsys):
+def test_the_dataset_card_and_the_dag_teach_commands_that_parse(sample_corpus, capsys, tmp_path):
     import re
     import shlex
 
     from wikiedm.cli import check
 
+    run = tmp_path / "run"  # a fresh run folder: the pretrain check reads what a folder holds
     card = (sample_corpus / "README.md").read_text()
     commands = re.findall(r"`(wikiedm [^`]+)`", card)
     assert any(c.startswith("wikiedm pretrain") for c in commands) and any(c.startswith("wikiedm validate") for c in commands)
     assert "deepspeed trainer/pretrain.py" not in card and "python -m pipelines.validate" not in card
     for command in commands:
-        words = shlex.split(command.replace("path/to/this/folder", str(sample_corpus)).replace("RUN", "/tmp/run"))
+        words = shlex.split(command.replace("path/to/this/folder", str(sample_corpus)).replace("RUN", str(run)))
         check(words[1], words[2:])  # raises on a retired spelling
     from dags.wiki_corpus_tasks import train_command
 
     params = {"train_config": "configs/pretrain/tiny.yaml", "train_max_steps": 5, "train_num_procs": 2}
     for launcher in ("", "python"):
-        cmd = train_command({**params, "train_launcher": launcher}, str(sample_corpus), "/tmp/run", sys.executable, 29555)
+        cmd = train_command({**params, "train_launcher": launcher}, str(sample_corpus), str(run), sys.executable, 29555)
         assert cmd[1:4] == ["-m", "wikiedm.cli", "pretrain"] and "--data" not in cmd and "--output_dir" not in cmd
         check("pretrain", cmd[4:])
     for launcher, ranks in (("torchrun", "--nproc_per_node"), ("/opt/venv/bin/deepspeed", "--num_gpus")):
-        cmd = train_command({**params, "train_launcher": launcher}, str(sample_corpus), "/tmp/run", sys.executable, 29555)
+        cmd = train_command({**params, "train_launcher": launcher}, str(sample_corpus), str(run), sys.executable, 29555)
         assert cmd[:3] == [launcher, ranks, "2"] and cmd[5].endswith("trainer/pretrain.py")
         check("pretrain", cmd[6:])
 

@@ -1,22 +1,21 @@
 """The two-pass corpus job (the default): global tables from small records, then passages streamed.
 
-Pass 1, tables (only small records cross a shuffle):
+Pass 1, tables (only the paths of sorted run files cross a shuffle):
   ParseWikiDump         read the dump's ranges (in parallel by multistream byte ranges), classify and
                         extract each page where it is read; the articles go to a compressed cache
-                        (OUT/article_cache/, in chunks: pass 2's units) and leave as small records only
-  ResolveRedirects      follow redirect chains by iterated key joins (loops counted)
-  ResolveLinks          every link target -> its entity; anchor and entity link counts
-  BuildAliasTable       (alias, entity) rows with hyperlink counts, priors, sources
-  SelectEntityVocab     the N most-linked entities, ids from 3
-  UsableTopAliases      the labeller's alias filters, the best aliases of each entity (capped)
-  BuildLookupStore      title -> resolution, ranked aliases, vocabulary id, first article: SQLite
-                        shard files under OUT/lookup/, built from sorted runs
+                        (OUT/article_cache/, in chunks: pass 2's units); titles, redirects and link counts
+                        go to sorted run files (OUT/tables/), partitioned by a hash of their key
+  BuildTables           steps over the runs, one shard each (pipelines.transforms.tables): redirect
+                        hops, title resolution and link counts, alias rows (the alias_table files), each
+                        entity's best usable aliases, the N most-linked entities (the vocabulary), and the
+                        lookup store: title -> resolution, ranked aliases, vocabulary id, first article,
+                        as SQLite shard files under OUT/lookup/
 Pass 2, passages (starts when the store is written: it is pass 2's side input):
   WritePassagesByRange  each chunk of cached articles (or, with --article_cache false, each range read
                         and extracted again): links resolved and label candidates picked by lookups;
                         labels (and --blink_model's), tokens, windows; Parquet files per unit and
                         split, and the unit's entity descriptions
-Then WriteManifest, last (removes OUT/article_cache/, OUT/lookup/ and OUT/progress/).
+Then WriteManifest, last (removes OUT/article_cache/, OUT/tables/, OUT/lookup/ and OUT/progress/).
 """
 from __future__ import annotations
 

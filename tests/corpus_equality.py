@@ -16,8 +16,8 @@ PASSAGE_COLUMNS = ("passage_id", "page_id", "title", "window_index", "char_offse
 # Counter name prefixes whose values differ by design, and why.
 COUNTERS_THAT_DIFFER = {
     # Elements and bytes through each job's shuffles, and the largest join groups: the two-pass job has
-    # neither the label joins (JoinEntityAliases, JoinPageParts) nor WriteShards of passages, and has
-    # BuildLookupStore's shuffle and pass 2's per-range step instead.
+    # neither the joins nor WriteShards of passages; it has pass 1's run files (volume/tables/*) and pass
+    # 2's per-unit step instead.
     "volume/": "each job's own shuffles and steps",
     "largest_group/": "each job's own joins (the two-pass job has no JoinPageParts nor LabelCandidates join)",
     # The lookup store's size: the shuffle job has no store.

@@ -19,8 +19,7 @@ from tests.conftest import HAVE_WIKIDUMPS, REPO, dump
 
 pytestmark = pytest.mark.slow
 
-NAMED_STEPS = ("ParseWikiDump", "ResolveRedirects", "ResolveLinks", "BuildAliasTable", "SelectEntityVocab",
-               "UsableTopAliases", "BuildLookupStore", "WritePassagesByRange", "WriteAliasTable", "WriteManifest")
+NAMED_STEPS = ("ParseWikiDump", "BuildTables", "WritePassagesByRange", "WriteEntityVocab", "WriteManifest")
 # Valid-looking names: Beam validates them even in a dry run, and an invalid bucket (such as the 1-letter
 # "gs://b") sends it looking for a default bucket over the network.
 GCP = ["--project", "wikiedm-dry-run", "--region", "us-central1", "--temp_location", "gs://wikiedm-dry-run/tmp",
@@ -66,9 +65,11 @@ def test_dataflow_job_graph_has_every_named_step(excerpt, monkeypatch):
     names = {t.unique_name for t in transforms.values()}
     top_level = {transforms[s].unique_name for root in proto.root_transform_ids for s in transforms[root].subtransforms}
     assert set(NAMED_STEPS) <= top_level, sorted(set(NAMED_STEPS) - top_level)
-    # Pass 1's store is built by shard and is pass 2's side input (the store's files reach the workers as
-    # files); pass 2 writes its files where it reads them; the manifest reads every written file as a side input.
-    assert {"BuildLookupStore/GroupByShard", "WritePassagesByRange/LabelTokenizeWrite", "WriteAliasTable/GroupByFile",
+    # Pass 1's steps group run paths by shard (the runs reach the workers as files under the output folder),
+    # its store is pass 2's side input; pass 2 writes its files where it reads them; the manifest reads every
+    # written file as a side input.
+    assert {"BuildTables/ResolveTitlesGroupByShard", "BuildTables/BuildAliasRows",
+            "BuildTables/WriteLookupStoreGroupByShard", "WritePassagesByRange/LabelTokenizeWrite",
             "WriteManifest"} <= names
     assert runner.job.proto.type_.name == "JOB_TYPE_BATCH"
     # Workers get the project as an sdist built from setup.py, staged as workflow.tar.gz.

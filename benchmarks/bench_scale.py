@@ -340,6 +340,11 @@ def summarise(runs: list[dict], inputs: dict[str, dict]) -> dict:
                 ia, ib = inputs[str(a)], inputs[str(b)]
                 m = {"ram_bytes_per_xml_byte": round(
                         (cb["peak_rss_mib"] - ca["peak_rss_mib"]) * 2**20 / (ib["xml_bytes"] - ia["xml_bytes"]), 3),
+                     # without the pages mapped from files (the libraries, the lookup store's SQLite pages):
+                     # memory the process itself allocated
+                     "anon_ram_bytes_per_xml_byte": round(
+                        (cb["peak_anon_rss_mib"] - ca["peak_anon_rss_mib"]) * 2**20 / (ib["xml_bytes"] - ia["xml_bytes"]),
+                        3),
                      "cpu_ms_per_page": round(1000 * (cb["cpu_s"] - ca["cpu_s"]) / (ib["pages"] - ia["pages"]), 3)}
                 if label != WIKIEXTRACTOR:
                     base = [r for r in ok if r["contender"] == WIKIEXTRACTOR and r["session"] in sessions]

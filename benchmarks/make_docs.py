@@ -529,28 +529,34 @@ def render_scale_job(stem: str, data: dict) -> Section:
     for label, entry in contenders.items():
         for step, m in entry.get("marginal", {}).items():
             marginal_rows.append([label, step.replace("x", "×").replace("->", " → "),
-                                  num(m["ram_bytes_per_xml_byte"], 2), num(m["cpu_ms_per_page"]),
+                                  num(m["ram_bytes_per_xml_byte"], 2),
+                                  num(m["anon_ram_bytes_per_xml_byte"], 2) if "anon_ram_bytes_per_xml_byte" in m else "–",
+                                  num(m["cpu_ms_per_page"]),
                                   f"**{ratio(m['cpu_per_page_vs_wikiextractor'])}**"
                                   if m.get("cpu_per_page_vs_wikiextractor") is not None else "–"])
     if marginal_rows:
         body += "\n\nMarginal cost between two sizes (start-up cancels): what each further page or byte costs.\n\n"
-        body += table(["", "between", "RAM bytes per byte of XML", "CPU ms per page", "CPU per page / wikiextractor's"],
-                      marginal_rows)
+        body += table(["", "between", "RAM bytes per byte of XML", "of it, anonymous (not mapped from files)",
+                       "CPU ms per page", "CPU per page / wikiextractor's"], marginal_rows)
     speed = data["summary"].get("wall_vs_1_worker", {})
     if speed:
         body += "\n\nWall time / the same job with 1 worker: " + "; ".join(
             f"{label}: " + ", ".join(f"{ratio(v)} at {s.replace('x', '×')}" for s, v in by_size.items())
             for label, by_size in speed.items()) + "."
     shuffle_rows = [[label, f"×{size}", num(c["shuffled_elements_per_page"]), num(c["shuffled_kib_per_page"]),
+                     num(c.get("run_file_records_per_page")) if "run_file_records_per_page" in c else "–",
+                     num(c.get("run_file_kib_per_page")) if "run_file_kib_per_page" in c else "–",
                      num(c.get("output_kib_per_page"))]
                     for label, entry in contenders.items()
                     for size, c in sorted(entry["sizes"].items(), key=lambda kv: int(kv[0]))
                     if c.get("shuffled_elements_per_page") is not None]
     if shuffle_rows:
         body += ("\n\nWhat crosses shuffles, per page (the job's `volume/*` counters; bytes as Beam's coder encodes "
-                 "them, requests from a 1-in-16 sample), and the Parquet written:\n\n")
-        body += table(["", "size", "elements shuffled per page", "KiB shuffled per page", "KiB of Parquet per page"],
-                      shuffle_rows)
+                 "them, requests from a 1-in-16 sample), what the two-pass job's pass 1 hands between its steps in "
+                 "sorted run files instead (`volume/tables/*`: only the files' paths are shuffled), and the Parquet "
+                 "written:\n\n")
+        body += table(["", "size", "elements shuffled per page", "KiB shuffled per page", "run-file records per page",
+                       "KiB of run files per page", "KiB of Parquet per page"], shuffle_rows)
     body += scale_estimates(data)
     sizes = " and ".join(f"×{s}" for s in sorted(inputs, key=int))
     return Section("Scale: the corpus job and wikiextractor on the excerpt replicated ×8 and ×64",
@@ -572,6 +578,7 @@ def scale_estimates(data: dict) -> str:
         d = e["enwiki_dataflow"]
         rows.append([name, e["from"].split(", ", 2)[-1].replace("x", "×").replace("->", "→"), num(e["cpu_s_per_xml_mb"], 2),
                      num(e["shuffled_bytes_per_xml_byte"], 2), num(d["vcpu_hours"], 0), num(d["shuffle_gb"]),
+                     num(d["run_files_gb"]) if "run_files_gb" in d else "–",
                      f"${num(d['compute_usd'])} + ${num(d['shuffle_usd'])} = **${num(d['total_usd'])}**",
                      num(d["wall_hours"])])
     body = (f"\n\n**Estimates** from these rates (not measurements): full English Wikipedia "
@@ -585,7 +592,8 @@ def scale_estimates(data: dict) -> str:
             f"{assumed['workstation_cores']} worker processes at {100 * assumed['workstation_parallel_efficiency']:.0f}% "
             "efficiency; costs per MB of XML as on the excerpt.\n\n")
     body += table(["job", "rates from", "CPU s per MB of XML", "bytes shuffled per byte of XML",
-                   "enwiki: Dataflow vCPU-hours", "shuffled GB", "cost (compute + shuffle)", "wall hours"], rows)
+                   "enwiki: Dataflow vCPU-hours", "shuffled GB", "run files GB (through the bucket)",
+                   "cost (compute + shuffle)", "wall hours"], rows)
     rows = []
     for name, e in jobs.items():
         w = e["workstation"]

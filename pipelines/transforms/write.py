@@ -266,10 +266,8 @@ def _summary(counters: dict) -> dict:
         "mentions": {"hyperlink": hyperlinks, **added, "total": total},
         "mention_ratio_to_hyperlinks": round(total / hyperlinks, 4) if hyperlinks else None,
         "dead_letters": sum(v for k, v in counters.items() if k.startswith("dead_letters/")),
-        # Where the job's volume goes: elements into and out of each stage, requests per join,
-        # and the largest group each join saw (bounded by --max_join_group, whatever the corpus).
+        # Where the job's volume goes: elements and bytes into and out of each step (pass 1's run files too).
         "volume": _nested(counters, "volume/"),
-        "largest_groups": {k.split("/", 1)[1]: v for k, v in counters.items() if k.startswith("largest_group/")},
     }
 
 

@@ -105,7 +105,9 @@ def test_bad_job_options_are_one_line_errors(bad: str, tmp_path: Path, capsys):
     from pipelines.wiki_mentions import run
 
     value = "shuffle" if bad == "--job" else "0"
-    assert run(["--input", "x.xml", "--output", str(tmp_path), bad, value]) == 2
+    dump = tmp_path / "x.xml"
+    dump.write_text("<mediawiki/>")
+    assert run(["--input", str(dump), "--output", str(tmp_path / "out"), bad, value]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and bad.lstrip("-") in err[0]
 

@@ -95,46 +95,38 @@ def test_write_shards_sorted_complete_and_deterministic(tmp_path):
     assert digests[0] == digests[1]
 
 
-def test_write_shards_packed_runs_give_the_bytes_of_rows(tmp_path):
-    """Runs of rows packed per shard key (a page's windows) are written as the same bytes as the rows
-    one by one: row groups that cut across runs, runs spilled to disk by the sort, any arrival order."""
+def test_packed_runs_give_the_bytes_of_rows(tmp_path):
+    """Runs of rows packed per sort position (a page's windows, as pass 2 writes them) give the same bytes as
+    the rows written one by one: row groups that cut across runs, runs of 0 to 6 rows."""
+    from pipelines.transforms.write import _packed_row_groups
+
     schema = SCHEMAS["entity_vocab"]
-    runs = {}  # shard key -> its run of rows, contiguous in entity_id order; run sizes 0..6
+    runs = []  # contiguous in entity_id order
     next_id = 0
     for key in range(30):
         size = key % 7
-        runs[key] = [{"entity_id": next_id + i, "entity": f"E{next_id + i}", "count": key} for i in range(size)]
+        runs.append([{"entity_id": next_id + i, "entity": f"E{next_id + i}", "count": key} for i in range(size)])
         next_id += size
-    rows = [r for run in runs.values() for r in run]
-    packed = [("all", str(key), pack_rows(run[0]["entity_id"], run, schema)) for key, run in runs.items() if run]
-    spec = ShardSpec("entity_vocab", ("all",), num_shards=2)
-    for attempt, order in enumerate((packed, list(reversed(packed)))):
-        out = tmp_path / f"run{attempt}"
-        with BeamTestPipeline() as p:
-            written = p | beam.Create(order) | WriteShards(
-                str(out), "entity_vocab", spec, None, 4, sort_buffer_rows=9, packed=True)
-            assert_that(written | beam.Map(lambda f: f["rows"]) | beam.CombineGlobally(sum), equal_to([len(rows)]))
-        for index in range(2):
-            in_shard = [r for key, run in runs.items() if stable_shard(str(key), 2) == index for r in run]
-            assert 10 < len(in_shard) < len(rows)
-            path = out / "entity_vocab" / f"all-0000{index}-of-00002.parquet"
-            assert path.read_bytes() == storage.parquet_bytes(in_shard, schema, 4)
-            assert pq.ParquetFile(path).metadata.num_row_groups == -(-len(in_shard) // 4)
+    rows = [r for run in runs for r in run]
+    packed = [pack_rows(run[0]["entity_id"], run, schema) for run in runs if run]
+    path = tmp_path / "packed.parquet"
+    writer = storage.ParquetFileWriter(str(path), schema)
+    for table in _packed_row_groups(packed, schema, 4):
+        writer.write_table(table)
+    writer.close()
+    assert path.read_bytes() == storage.parquet_bytes(rows, schema, 4)
+    assert pq.ParquetFile(path).metadata.num_row_groups == -(-len(rows) // 4)
 
 
-def test_write_shards_derives_shard_counts_from_the_data(tmp_path):
+def test_write_shards_puts_each_row_in_the_shard_of_its_key(tmp_path):
     rows = [("big", str(i), {"entity_id": i, "entity": f"E{i}", "count": 1}) for i in range(23)]
-    rows += [("small", "x", {"entity_id": 100, "entity": "X", "count": 1})]
-    spec = ShardSpec("entity_vocab", ("big", "small", "empty"), num_shards=0, rows_per_shard=10)
+    spec = ShardSpec("entity_vocab", ("big", "empty"), num_shards=3)
     with BeamTestPipeline() as p:
         written = p | beam.Create(rows) | WriteShards(str(tmp_path), "entity_vocab", spec, lambda r: r["entity_id"], 5)
         assert_that(written | beam.Map(lambda f: f["path"]), equal_to(
-            [f"entity_vocab/big-0000{i}-of-00003.parquet" for i in range(3)]
-            + ["entity_vocab/small-00000-of-00001.parquet", "entity_vocab/empty-00000-of-00001.parquet"]))
+            [f"entity_vocab/{part}-0000{i}-of-00003.parquet" for part in ("big", "empty") for i in range(3)]))
     big = sorted((tmp_path / "entity_vocab").glob("big-*"))
-    assert [f.name for f in big] == [f"big-0000{i}-of-00003.parquet" for i in range(3)]
     assert sum(pq.read_table(f).num_rows for f in big) == 23
-    # A row's shard is a pure function of its shard key.
-    for f in big:
+    for f in big:  # a row's shard is a pure function of its shard key
         index = int(f.name.split("-")[1])
         assert all(stable_shard(f"{e}", 3) == index for e in pq.read_table(f).column("entity_id").to_pylist())

@@ -166,7 +166,7 @@ class ChunkWindows(beam.PTransform):
     ((entity, id) pairs, at most N: the one side input of the job).
 
     ``packed``: one element per page instead, (split, shard key, :func:`pack_rows` of its
-    windows), for ``WriteShards(..., packed=True)`` (what the job writes; same files).
+    windows), as pass 2 makes them (the same rows).
     """
 
     def __init__(self, options: PassageOptions, packed: bool = False) -> None:

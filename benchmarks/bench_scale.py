@@ -473,7 +473,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="kill a run whose process tree passes this much RSS (recorded as killed)")
     parser.add_argument("--exact_bytes", action="store_true",
                         help="encode every join request to count shuffled bytes (WIKIEDM_JOIN_BYTES_SAMPLE=1), not a "
-                             "1-in-16 sample: exact bytes on a small dump, at some CPU (do not time such runs)")
+                             "1-in-16 sample: exact bytes on a small dump, at some CPU (do not time such runs); "
+                             "for a CODE whose job has key joins (the old job): the job as it is now has none")
     parser.add_argument("--json", type=Path, help="results file: runs are added to the ones already in it")
     parser.add_argument("--plot", type=Path)
     args = parser.parse_args(argv)

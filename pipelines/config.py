@@ -17,8 +17,6 @@ from pipelines.corpus.labels import LabelConfig
 from wikiedm.config import ConfigError, ConfigParser, convert, parse_bool, parse_config  # noqa: F401 - re-exported
 from wikiedm.fields import option
 
-JOBS = ("twopass", "shuffle")
-
 
 @dataclass
 class WikiMentionsConfig:
@@ -51,18 +49,17 @@ class WikiMentionsConfig:
     passage_text: bool = option(True, "write each passage's text (column 'text': its tokens decoded; mention char offsets index it); false leaves the column out, the offsets stay passage-relative")
     validation_fraction: float = option(0.005, "fraction of pages held out (by a hash of the page id)")
     split_salt: str = option("", "salt of the split hash; change it to draw another validation set")
-    num_shards: int = option(0, "--job shuffle only (the two-pass job writes one passages file per pass-2 unit and split: see --cache_chunk_articles): Parquet shards per split; 0 = ceil(passages / passages_per_shard)")
-    passages_per_shard: int = option(250_000, "--job shuffle only: target passages per shard when --num_shards is 0")
-    alias_shards: int = option(0, "Parquet shards of the alias table (by a hash of the alias; each built by one worker); 0 = as many as --lookup_shards (--job shuffle: ceil(rows / alias_rows_per_shard))")
-    alias_rows_per_shard: int = option(2_000_000, "--job shuffle only: target alias-table rows per shard when --alias_shards is 0")
-    description_shards: int = option(0, "--job shuffle only (the two-pass job writes one descriptions file per pass-2 unit): Parquet shards of the entity descriptions; 0 = ceil(rows / descriptions_per_shard)")
-    descriptions_per_shard: int = option(100_000, "--job shuffle only: target description rows per shard when --description_shards is 0")
-    max_join_group: int = option(10_000, "--job shuffle only: most requests one join group may hold: keys with more (hub entities, popular link targets) are split into salted sub-groups (the two-pass job streams each key's records from sorted runs: no group is held)")
+    num_shards: int = option(0, "no effect: an option of the earlier shuffle job, accepted so that configs and scripts that set it still run (the job writes one passages file per pass-2 unit and split: see --cache_chunk_articles)")
+    passages_per_shard: int = option(250_000, "no effect: an option of the earlier shuffle job, accepted so that configs and scripts that set it still run")
+    alias_shards: int = option(0, "Parquet shards of the alias table (by a hash of the alias; each built by one worker); 0 = as many as --lookup_shards")
+    alias_rows_per_shard: int = option(2_000_000, "no effect: an option of the earlier shuffle job, accepted so that configs and scripts that set it still run")
+    description_shards: int = option(0, "no effect: an option of the earlier shuffle job, accepted so that configs and scripts that set it still run (the job writes one descriptions file per pass-2 unit)")
+    descriptions_per_shard: int = option(100_000, "no effect: an option of the earlier shuffle job, accepted so that configs and scripts that set it still run")
+    max_join_group: int = option(10_000, "no effect: an option of the earlier shuffle job, accepted so that configs and scripts that set it still run (pass 1 streams each key's records from sorted runs: no join group is held)")
     sort_buffer_rows: int = option(100_000, "records a writer sorts in memory before spilling a sorted run to disk (pass 1's run files under OUT/tables/, the shard writers' local runs)")
     description_max_chars: int = option(2000, "longest entity description kept, in characters")
     row_group_rows: int = option(1000, "rows per Parquet row group (streaming reads)")
     progress_every_s: float = option(10.0, "seconds between progress lines (a local run prints pages and bytes read, pages/s and an ETA; readers log theirs)")
-    job: str = option("twopass", "'twopass' (pass 1: tables from small records; pass 2: passages per chunk of cached articles, no text shuffled) or 'shuffle' (the earlier job, kept as the test oracle)")
     article_cache: bool = option(True, "pass 1 caches the extracted articles (zstd, OUT/article_cache/, removed at the end; ~0.9 bytes per compressed dump byte) and pass 2 reads them: ~1/10 of the CPU of extracting again (benchmarks/results/pass2_source.json); false: pass 2 reads and extracts each range again")
     cache_chunk_articles: int = option(10_000, "articles per chunk of the article cache: a unit of pass 2's work (and one passages file per split), so a dump that is one compressed stream is still written by many workers")
     lookup_shards: int = option(8, "shards of pass 1's tables: its sorted runs (OUT/tables/) and lookup store's SQLite files (OUT/lookup/), both removed at the end; each shard's steps run on one worker, so more shards build in parallel on more workers")
@@ -80,8 +77,6 @@ class WikiMentionsConfig:
             raise ValueError("--blink_model needs --blink_corpus (the corpus output its entity index covers)")
         if not (0.0 <= self.validation_fraction <= 1.0):
             raise ValueError("--validation_fraction must be within [0, 1]")
-        if self.job not in JOBS:
-            raise ValueError(f"--job must be one of {', '.join(JOBS)} (got {self.job!r})")
         if self.progress_every_s <= 0:
             raise ValueError("--progress_every_s must be > 0")
         for name in ("row_group_rows", "entity_vocab_size", "max_redirect_hops", "passages_per_shard", "lookup_shards",

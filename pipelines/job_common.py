@@ -1,6 +1,5 @@
-"""What the corpus job's two builds share (the two-pass job, the default, and the shuffle job kept as its
-test oracle): the site-dependent options, and the outputs that only small records reach (alias table,
-vocabulary, dead letters, tokenizer, stats and manifest)."""
+"""The corpus job's common parts: the site-dependent options, and the outputs that only small records reach
+(vocabulary, dead letters, tokenizer, stats and manifest)."""
 from __future__ import annotations
 
 import dataclasses
@@ -19,8 +18,6 @@ from schemas import passage_schema
 from wikiedm import storage
 
 SPLITS = ("train", "validation")
-PASSAGE_ORDER = itemgetter("page_id", "window_index")
-ALIAS_ORDER = itemgetter("alias", "entity")
 VOCAB_ORDER = itemgetter("entity_id")
 PROGRESS_FOLDER = "progress"  # OUT/progress/: the readers' progress records (removed with the manifest)
 
@@ -78,19 +75,14 @@ def parse_options(cfg: WikiMentionsConfig, site: SiteInfo, progress: bool = Fals
 
 
 def write_shards(rows, label: str, cfg: WikiMentionsConfig, schema_name: str, spec: ShardSpec, order,
-                 row_group_rows: int | None = None, schema=None, packed: bool = False):
+                 row_group_rows: int | None = None):
     return rows | label >> WriteShards(cfg.output, schema_name, spec, order, row_group_rows or cfg.row_group_rows,
-                                       cfg.sort_buffer_rows, schema, packed)
+                                       cfg.sort_buffer_rows)
 
 
-def write_small_outputs(p, cfg: WikiMentionsConfig, alias_rows, vocab_rows, dead_letters) -> list:
-    """The alias table (unless ``alias_rows`` is None: the two-pass job writes its own), the vocabulary, the
-    dead letters and the tokenizer -> their file records."""
-    alias_files = None if alias_rows is None else write_shards(
-        alias_rows | "AliasRowsOut" >> beam.Map(lambda r: ("alias_table", r["alias"], r)),
-        "WriteAliasTable", cfg, "alias_table",
-        ShardSpec("alias_table", ("alias_table",), cfg.alias_shards, cfg.alias_rows_per_shard),
-        ALIAS_ORDER, cfg.row_group_rows * 10)
+def write_small_outputs(p, cfg: WikiMentionsConfig, vocab_rows, dead_letters) -> list:
+    """The vocabulary, the dead letters and the tokenizer -> their file records (BuildTables writes the alias
+    table, pass 2 the passages and descriptions)."""
     vocab_files = write_shards(
         vocab_rows | "VocabRowsOut" >> beam.FlatMap(lambda rows: [("entity_vocab", "", r) for r in rows]),
         "WriteEntityVocab", cfg, "entity_vocab",
@@ -106,7 +98,7 @@ def write_small_outputs(p, cfg: WikiMentionsConfig, alias_rows, vocab_rows, dead
         | "TokenizerOnce" >> beam.Create([None])
         | "SaveTokenizer" >> beam.ParDo(SaveTokenizerFn(cfg.output, cfg.tokenizer))
     )
-    return [f for f in (alias_files, vocab_files, dead_files, tokenizer_files) if f is not None]
+    return [vocab_files, dead_files, tokenizer_files]
 
 
 def write_manifest(p, cfg: WikiMentionsConfig, site: SiteInfo, job: dict, files: list, stats: list) -> None:

@@ -22,8 +22,9 @@ from wikiedm import storage
 
 RUN_RECORD = ".wikiedm-run.json"
 # Keys that change how the job runs, not what it writes (the same input and config give byte-identical files
-# whatever the reading parallelism): a rerun that changes them is the same run.
-HOW_IT_RUNS = frozenset({"output", "progress_every_s", "read_range_mb", "index", "sort_buffer_rows"})
+# whatever the reading parallelism): a rerun that changes them is the same run. ("job": an option of earlier
+# versions, in the manifests of their runs; both of its jobs made the same rows.)
+HOW_IT_RUNS = frozenset({"output", "progress_every_s", "read_range_mb", "index", "sort_buffer_rows", "job"})
 
 
 class OutputInUseError(ValueError):

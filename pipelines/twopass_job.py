@@ -45,7 +45,7 @@ def build_twopass_pipeline(p: beam.Pipeline, cfg: WikiMentionsConfig, site: Site
     shards = cfg.lookup_shards
     alias_shards = cfg.alias_shards or shards
     parsed = p | "ParseWikiDump" >> ParseWikiDump(
-        ranges, site, options, per_range=True, cache_folder=cache, chunk_articles=cfg.cache_chunk_articles,
+        ranges, site, options, cache_folder=cache, chunk_articles=cfg.cache_chunk_articles,
         runs_folder=storage.join(cfg.output, TABLES_FOLDER), run_shards=shards, run_buffer=cfg.sort_buffer_rows)
     tables = parsed["runs"] | "BuildTables" >> BuildTables(
         cfg.output, labels, cfg.keep_red_links, cfg.max_redirect_hops, cfg.entity_vocab_size, shards, alias_shards,
@@ -66,6 +66,6 @@ def build_twopass_pipeline(p: beam.Pipeline, cfg: WikiMentionsConfig, site: Site
     passages = {"units": parsed["chunks"], "store_shards": tables["store_shards"]} | (
         "WritePassagesByRange" >> WritePassagesByRange(pass2))
     files = [passages["files"], tables["alias_files"],
-             *write_small_outputs(p, cfg, None, tables["vocab_rows"], parsed["dead"])]
+             *write_small_outputs(p, cfg, tables["vocab_rows"], parsed["dead"])]
     stats = parsed["stats"] + tables["stats"] + passages["stats"]
     write_manifest(p, cfg, site, job, files, stats)

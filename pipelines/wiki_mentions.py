@@ -6,8 +6,7 @@
 Two passes over the dump in one Beam pipeline (pipelines/twopass_job.py has the steps): pass 1 builds
 the global tables (redirects, link resolution, alias table, vocabulary) from small records and writes
 them, with a lookup store; pass 2 reads each range again and labels, tokenises and writes its passages
-by lookups, so no article text crosses a shuffle. ``--job shuffle`` runs the earlier job
-(pipelines/shuffle_job.py), kept as the test oracle.
+by lookups, so no article text crosses a shuffle.
 
 OUT/ holds passages/, entity_descriptions/, alias_table/, entity_vocab/, dead_letters/, tokenizer/,
 stats.json and manifest.json; a folder without manifest.json is an incomplete run.
@@ -33,7 +32,6 @@ from pipelines.job_common import (  # noqa: F401 - labels_for_site, site_summary
 from pipelines.launch import beam_options, configure_logging
 from pipelines.progress import ProgressPrinter, range_bytes
 from pipelines.records import SiteInfo
-from pipelines.shuffle_job import build_shuffle_pipeline
 from pipelines.twopass_job import build_twopass_pipeline
 from wikiedm import storage
 
@@ -41,12 +39,8 @@ log = logging.getLogger("wiki_mentions")
 
 
 def build_pipeline(p: beam.Pipeline, cfg: WikiMentionsConfig, site: SiteInfo, ranges: list, job: dict) -> None:
-    """Add the whole job to ``p``: the two-pass job, or with ``--job shuffle`` the earlier one (the test oracle)."""
-    job = {**job, "job": cfg.job}
-    if cfg.job == "shuffle":
-        build_shuffle_pipeline(p, cfg, site, ranges, job)
-    else:
-        build_twopass_pipeline(p, cfg, site, ranges, job)
+    """Add the whole job to ``p`` (the two-pass job: pipelines/twopass_job.py)."""
+    build_twopass_pipeline(p, cfg, site, ranges, {**job, "job": "twopass"})
 
 
 def plan_input(cfg: WikiMentionsConfig) -> tuple[SiteInfo, list]:
@@ -100,9 +94,6 @@ def print_summary(output: str, seconds: float) -> None:
         lines.append(f"  note: {red / kept:.0%} of links point to pages absent from this dump; "
                      "for a partial dump, --keep_red_links true keeps them as entities")
     lines.append(f"  dead letters      {s['dead_letters']:>10,}   (dead_letters/dead_letters.parquet)")
-    if s.get("largest_groups"):
-        largest = max(s["largest_groups"].items(), key=lambda kv: kv[1])
-        lines.append(f"  largest join group {largest[1]:>9,}   ({largest[0]}; bound --max_join_group; stats.json: volume)")
     lines.append(f"  shards written    {len(shards):>10,}   ({sum(f['rows'] for f in shards):,} passages)")
     print("\n".join(lines), flush=True)
 
@@ -140,7 +131,7 @@ def run(argv: list[str] | None = None) -> int:
     pipeline = beam.Pipeline(options=options)
     build_pipeline(pipeline, cfg, site, ranges, job)
     printer = None
-    if not dry_run and cfg.job == "twopass" and is_local_runner(runner):
+    if not dry_run and is_local_runner(runner):
         # Stale records of a killed run would count twice: the folder is this run's alone.
         storage.delete_files(storage.list_files(storage.join(cfg.output, PROGRESS_FOLDER)))
         total = sum(range_bytes(r.path, r.start, r.end) for r in ranges)

@@ -91,10 +91,11 @@ def _mtime(path: Path) -> int | None:
 
 def test_killed_run_then_rerun_equals_an_uninterrupted_run(tmp_path: Path, sample_dump: str, sample_corpus: Path):
     """Kill a run part-way, run again into the same folder: the result is byte-identical to an
-    uninterrupted run, and an earlier finished run's files with another shard layout are gone (the shuffle
-    job's, with 5 shards per split), as are the two-pass job's working files (lookup store, progress)."""
+    uninterrupted run, and an earlier finished run's files with another layout are gone (pass-2 units of 2
+    articles: more passages files), as are the job's working files (lookup store, progress)."""
     out = tmp_path / "out"
-    run_job_here(sample_dump, out, "--job", "shuffle", "--num_shards", "5", "--validation_fraction", "0.1")  # an older run
+    run_job_here(sample_dump, out, "--cache_chunk_articles", "2", "--num_shards", "5",
+                 "--validation_fraction", "0.1")  # an older run, of another config
     assert (out / "manifest.json").exists()
     cmd = [sys.executable, "-m", "pipelines.wiki_mentions", "--input", sample_dump, "--output", str(out),
            "--num_shards", "3", "--validation_fraction", "0.1", "--overwrite", "true"]  # another config: --overwrite

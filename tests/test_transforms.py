@@ -1,5 +1,7 @@
-"""Beam TestPipeline tests of the job's PTransforms, on small hand-made inputs."""
+"""The job's tables from a small hand-made dump (a real run), and its shard writer (Beam TestPipeline)."""
 from __future__ import annotations
+
+import json
 
 import apache_beam as beam
 import pyarrow.parquet as pq
@@ -7,106 +9,64 @@ from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from pipelines import storage
-from pipelines.records import Article, LinkMention
-from pipelines.transforms.aliases import BuildAliasTable, SelectEntityVocab
-from pipelines.transforms.resolve import ResolveLinks, ResolveRedirects
-from pipelines.transforms.stats import SumStats
 from pipelines.transforms.write import ShardSpec, WriteShards, pack_rows, stable_shard
 from schemas import SCHEMAS
 
-PAGE_KINDS = [
-    ("Paris", "article"), ("France", "article"), ("Mercury", "disambiguation"),
-    ("Paree", "redirect"), ("City of Light", "redirect"), ("A", "redirect"), ("B", "redirect"),
-    ("Self", "redirect"), ("To dab", "redirect"), ("Gone", "redirect"),
-    ("H1", "redirect"), ("H2", "redirect"), ("H3", "redirect"),
+# Redirect chains, loops and ends, links and their anchors, as pages of a dump the job runs on.
+PAGES = [  # (page id, namespace, title, wikitext, <redirect title>)
+    (1, 0, "France", "'''France''' has [[Paris]], [[Paree]], [[City of Light|the capital]] and [[Red|X]].", None),
+    (2, 0, "Paris", "'''Paris''' is in [[France]]; see [[Mercury]] and [[Paris Hilton]].", None),
+    (3, 0, "Paris Hilton", "'''Paris Hilton''' visits [[Paris]] and [[Paris Hilton|Paris]].", None),
+    (4, 0, "Mercury", "'''Mercury''' may refer to:\n* [[Mercury (planet)]]\n{{disambiguation}}", None),
+    (5, 0, "Paree", "#REDIRECT [[Paris]]", "Paris"),
+    (6, 0, "City of Light", "#REDIRECT [[Paree]]", "Paree"),  # two hops
+    (7, 0, "A", "#REDIRECT [[B]]", "B"), (8, 0, "B", "#REDIRECT [[A]]", "A"),  # loops
+    (9, 0, "Self", "#REDIRECT [[Self]]", "Self"),
+    (10, 0, "To dab", "#REDIRECT [[Mercury]]", "Mercury"), (11, 0, "Gone", "#REDIRECT [[Nowhere]]", "Nowhere"),
+    (12, 0, "H1", "#REDIRECT [[H2]]", "H2"), (13, 0, "H2", "#REDIRECT [[H3]]", "H3"),  # three hops
+    (14, 0, "H3", "#REDIRECT [[Paris]]", "Paris"),
 ]
-REDIRECTS = [
-    ("Paree", "Paris"), ("City of Light", "Paree"),  # two hops
-    ("A", "B"), ("B", "A"), ("Self", "Self"),  # loops
-    ("To dab", "Mercury"), ("Gone", "Nowhere"),
-    ("H1", "H2"), ("H2", "H3"), ("H3", "Paris"),  # three hops
-]
 
 
-def _resolve(p, max_hops=5, max_group=10):
-    return (
-        {"redirects": p | "R" >> beam.Create(REDIRECTS), "page_kinds": p | "K" >> beam.Create(PAGE_KINDS)}
-        | ResolveRedirects(max_hops, max_group)
-    )
+def _run_on_pages(tmp_path, *args):
+    from pipelines.sample_dump import SITEINFO, page_xml
+    from tests.conftest import run_job_here
+
+    dump = tmp_path / "testwiki-pages-articles.xml"
+    dump.write_text('<mediawiki xmlns="http://www.mediawiki.org/xml/export-0.11/" version="0.11" xml:lang="en">\n'
+                    + SITEINFO + "".join(page_xml(*page) for page in PAGES) + "</mediawiki>\n", encoding="utf-8")
+    out = tmp_path / "out"
+    run_job_here(str(dump), out, "--validation_fraction", "0", *args)
+    counters = json.loads((out / "stats.json").read_text())["counters"]
+    aliases = sorted((r["alias"], r["entity"], r["count"], r["prior"], list(r["sources"]))
+                     for path in sorted((out / "alias_table").glob("*.parquet")) for r in pq.read_table(path).to_pylist())
+    vocab = [(r["entity_id"], r["entity"], r["count"])
+             for r in pq.read_table(out / "entity_vocab" / "entity_vocab.parquet").to_pylist()]
+    return counters, aliases, vocab
 
 
-def test_resolve_redirects_chains_loops_and_ends():
-    with BeamTestPipeline() as p:
-        out = _resolve(p)
-        assert_that(out["resolutions"], equal_to([
-            ("Paris", ("article", "Paris")), ("France", ("article", "France")),
-            ("Mercury", ("disambiguation", "Mercury")),
-            ("Paree", ("article", "Paris")), ("City of Light", ("article", "Paris")),
-            ("A", ("loop", "A")), ("B", ("loop", "B")), ("Self", ("loop", "Self")),
-            ("To dab", ("disambiguation", "Mercury")), ("Gone", ("missing", "Nowhere")),
-            ("H1", ("article", "Paris")), ("H2", ("article", "Paris")), ("H3", ("article", "Paris")),
-        ]))
-        stats = tuple(out["stats"]) | SumStats()
-        assert_that(
-            stats | beam.Filter(lambda kv: kv[0] == "redirect_loops"), equal_to([("redirect_loops", 3)]), label="Loops")
-
-
-def test_resolve_redirects_caps_chain_length():
-    with BeamTestPipeline() as p:
-        out = _resolve(p, max_hops=2)
-        assert_that(
-            out["resolutions"] | beam.Filter(lambda kv: kv[1][0] == "too_long"),
-            equal_to([("H1", ("too_long", "H1"))]))
-
-
-def _article(page_id, title, links):
-    text = " ".join(s for s, _ in links)
-    out, pos = [], 0
-    for surface, target in links:
-        out.append(LinkMention(pos, pos + len(surface), surface, target))
-        pos += len(surface) + 1
-    return Article(page_id=page_id, title=title, text=text, links=out)
-
-
-def test_resolve_links_counts_anchors_entities_and_red_links():
-    articles = [
-        _article(1, "France", [("Paris", "Paris"), ("Paree", "Paree"), ("the capital", "City of Light"), ("X", "Red")]),
-        _article(2, "Paris", [("France", "France"), ("Mercury", "Mercury")]),
+def test_the_job_resolves_redirect_chains_loops_and_links_into_the_alias_table_and_vocab(tmp_path):
+    """Redirects resolve through chains (capped by --max_redirect_hops), loops and missing or disambiguation
+    ends count and give no alias; links resolve through redirects, red links and links to a disambiguation
+    page are dropped and counted; the alias table counts anchors with their priors and sources; the
+    vocabulary is the most-linked entities, ties by title."""
+    counters, aliases, vocab = _run_on_pages(tmp_path, "--max_redirect_hops", "2", "--entity_vocab_size", "2")
+    assert counters["redirect_loops"] == 3  # A, B, Self
+    assert counters["redirect_chains_too_long"] == 1  # H1: 3 hops
+    assert counters["links_dropped/red_link"] == 1 and counters["links_dropped/disambiguation"] == 1
+    assert counters["redirects_resolved/article"] == 4  # Paree, City of Light, H2, H3
+    assert counters["redirects_resolved/disambiguation"] == counters["redirects_resolved/missing"] == 1
+    assert aliases == [
+        ("City of Light", "Paris", 0, 0.0, ["redirect"]),
+        ("France", "France", 1, 1.0, ["anchor", "title"]),
+        ("H2", "Paris", 0, 0.0, ["redirect"]), ("H3", "Paris", 0, 0.0, ["redirect"]),
+        ("Paree", "Paris", 1, 1.0, ["anchor", "redirect"]),
+        ("Paris", "Paris", 2, 2 / 3, ["anchor", "title"]),
+        ("Paris", "Paris Hilton", 1, 1 / 3, ["anchor"]),  # Paris Hilton's link to itself counts
+        ("Paris Hilton", "Paris Hilton", 1, 1.0, ["anchor", "title"]),
+        ("the capital", "Paris", 1, 1.0, ["anchor"]),
     ]
-    with BeamTestPipeline() as p:
-        resolved = _resolve(p)
-        links = {"articles": p | "Arts" >> beam.Create(articles), "resolutions": resolved["resolutions"]} | ResolveLinks(False, 10)
-        assert_that(links["entity_links"], equal_to([("Paris", 3), ("France", 1)]), label="Entities")
-        assert_that(links["anchors"], equal_to([
-            (("Paris", "Paris"), 1), (("Paree", "Paris"), 1), (("the capital", "Paris"), 1), (("France", "France"), 1)]),
-            label="Anchors")
-        # Usable links only, each with its page, target and anchor texts, for the label join: one batch per target.
-        assert_that(links["entity_refs"], equal_to([
-            ("Paris", ((1, "linked", "Paris", ("Paris",)),)), ("Paris", ((1, "linked", "Paree", ("Paree",)),)),
-            ("Paris", ((1, "linked", "City of Light", ("the capital",)),)),
-            ("France", ((2, "linked", "France", ("France",)),)),
-        ]), label="Refs")
-
-
-def test_alias_table_and_vocab():
-    anchors = [(("Paris", "Paris"), 8), (("Paris", "Paris Hilton"), 2), (("the capital", "Paris"), 1)]
-    resolutions = [("Paris", ("article", "Paris")), ("Paree", ("article", "Paris")),
-                   ("Paris Hilton", ("article", "Paris Hilton")), ("Mercury", ("disambiguation", "Mercury"))]
-    with BeamTestPipeline() as p:
-        table = {"anchors": p | "A" >> beam.Create(anchors), "resolutions": p | "R" >> beam.Create(resolutions)} | BuildAliasTable(10)
-        assert_that(table["rows"], equal_to([
-            {"alias": "Paris", "entity": "Paris", "count": 8, "prior": 0.8, "sources": ["anchor", "title"]},
-            {"alias": "Paris", "entity": "Paris Hilton", "count": 2, "prior": 0.2, "sources": ["anchor"]},
-            {"alias": "the capital", "entity": "Paris", "count": 1, "prior": 1.0, "sources": ["anchor"]},
-            {"alias": "Paree", "entity": "Paris", "count": 0, "prior": 0.0, "sources": ["redirect"]},
-            {"alias": "Paris Hilton", "entity": "Paris Hilton", "count": 0, "prior": 0.0, "sources": ["title"]},
-        ]), label="Aliases")
-        counts = p | "Counts" >> beam.Create([("B", 5), ("A", 5), ("C", 9), ("D", 1)])
-        assert_that(counts | SelectEntityVocab(3), equal_to([[
-            {"entity_id": 0, "entity": "[PAD]", "count": 0}, {"entity_id": 1, "entity": "[UNK]", "count": 0},
-            {"entity_id": 2, "entity": "[MASK]", "count": 0}, {"entity_id": 3, "entity": "C", "count": 9},
-            {"entity_id": 4, "entity": "A", "count": 5}, {"entity_id": 5, "entity": "B", "count": 5},
-        ]]), label="Vocab")
+    assert vocab == [(0, "[PAD]", 0), (1, "[UNK]", 0), (2, "[MASK]", 0), (3, "Paris", 4), (4, "Paris Hilton", 2)]
 
 
 def test_write_shards_sorted_complete_and_deterministic(tmp_path):
@@ -135,46 +95,38 @@ def test_write_shards_sorted_complete_and_deterministic(tmp_path):
     assert digests[0] == digests[1]
 
 
-def test_write_shards_packed_runs_give_the_bytes_of_rows(tmp_path):
-    """Runs of rows packed per shard key (a page's windows) are written as the same bytes as the rows
-    one by one: row groups that cut across runs, runs spilled to disk by the sort, any arrival order."""
+def test_packed_runs_give_the_bytes_of_rows(tmp_path):
+    """Runs of rows packed per sort position (a page's windows, as pass 2 writes them) give the same bytes as
+    the rows written one by one: row groups that cut across runs, runs of 0 to 6 rows."""
+    from pipelines.transforms.write import _packed_row_groups
+
     schema = SCHEMAS["entity_vocab"]
-    runs = {}  # shard key -> its run of rows, contiguous in entity_id order; run sizes 0..6
+    runs = []  # contiguous in entity_id order
     next_id = 0
     for key in range(30):
         size = key % 7
-        runs[key] = [{"entity_id": next_id + i, "entity": f"E{next_id + i}", "count": key} for i in range(size)]
+        runs.append([{"entity_id": next_id + i, "entity": f"E{next_id + i}", "count": key} for i in range(size)])
         next_id += size
-    rows = [r for run in runs.values() for r in run]
-    packed = [("all", str(key), pack_rows(run[0]["entity_id"], run, schema)) for key, run in runs.items() if run]
-    spec = ShardSpec("entity_vocab", ("all",), num_shards=2)
-    for attempt, order in enumerate((packed, list(reversed(packed)))):
-        out = tmp_path / f"run{attempt}"
-        with BeamTestPipeline() as p:
-            written = p | beam.Create(order) | WriteShards(
-                str(out), "entity_vocab", spec, None, 4, sort_buffer_rows=9, packed=True)
-            assert_that(written | beam.Map(lambda f: f["rows"]) | beam.CombineGlobally(sum), equal_to([len(rows)]))
-        for index in range(2):
-            in_shard = [r for key, run in runs.items() if stable_shard(str(key), 2) == index for r in run]
-            assert 10 < len(in_shard) < len(rows)
-            path = out / "entity_vocab" / f"all-0000{index}-of-00002.parquet"
-            assert path.read_bytes() == storage.parquet_bytes(in_shard, schema, 4)
-            assert pq.ParquetFile(path).metadata.num_row_groups == -(-len(in_shard) // 4)
+    rows = [r for run in runs for r in run]
+    packed = [pack_rows(run[0]["entity_id"], run, schema) for run in runs if run]
+    path = tmp_path / "packed.parquet"
+    writer = storage.ParquetFileWriter(str(path), schema)
+    for table in _packed_row_groups(packed, schema, 4):
+        writer.write_table(table)
+    writer.close()
+    assert path.read_bytes() == storage.parquet_bytes(rows, schema, 4)
+    assert pq.ParquetFile(path).metadata.num_row_groups == -(-len(rows) // 4)
 
 
-def test_write_shards_derives_shard_counts_from_the_data(tmp_path):
+def test_write_shards_puts_each_row_in_the_shard_of_its_key(tmp_path):
     rows = [("big", str(i), {"entity_id": i, "entity": f"E{i}", "count": 1}) for i in range(23)]
-    rows += [("small", "x", {"entity_id": 100, "entity": "X", "count": 1})]
-    spec = ShardSpec("entity_vocab", ("big", "small", "empty"), num_shards=0, rows_per_shard=10)
+    spec = ShardSpec("entity_vocab", ("big", "empty"), num_shards=3)
     with BeamTestPipeline() as p:
         written = p | beam.Create(rows) | WriteShards(str(tmp_path), "entity_vocab", spec, lambda r: r["entity_id"], 5)
         assert_that(written | beam.Map(lambda f: f["path"]), equal_to(
-            [f"entity_vocab/big-0000{i}-of-00003.parquet" for i in range(3)]
-            + ["entity_vocab/small-00000-of-00001.parquet", "entity_vocab/empty-00000-of-00001.parquet"]))
+            [f"entity_vocab/{part}-0000{i}-of-00003.parquet" for part in ("big", "empty") for i in range(3)]))
     big = sorted((tmp_path / "entity_vocab").glob("big-*"))
-    assert [f.name for f in big] == [f"big-0000{i}-of-00003.parquet" for i in range(3)]
     assert sum(pq.read_table(f).num_rows for f in big) == 23
-    # A row's shard is a pure function of its shard key.
-    for f in big:
+    for f in big:  # a row's shard is a pure function of its shard key
         index = int(f.name.split("-")[1])
         assert all(stable_shard(f"{e}", 3) == index for e in pq.read_table(f).column("entity_id").to_pylist())

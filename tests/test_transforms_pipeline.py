@@ -1,9 +1,9 @@
-"""TestPipeline + assert_that tests of three stages of the job, on small real inputs:
-ParseWikiDump (a dump file read in one range and in two multistream ranges), LabelMissingMentions
-(hyperlinks, same-page and title aliases, the alias filter's counted drops) and ChunkWindows
-(windows, token-aligned mentions, entity ids from the vocabulary, splits).
+"""Three stages of the job on small real inputs: ParseWikiDump (TestPipeline: a dump file read in one range
+and in two multistream ranges), the labels of pass 2 (a real run on a hand-made dump: hyperlinks, same-page
+and title aliases, the alias filter's counted drops) and ChunkWindows (TestPipeline: windows, token-aligned
+mentions, entity ids from the vocabulary, splits).
 
-(tests/test_transforms.py covers the other stages; tests/test_scale_joins.py the bounded joins.)
+(tests/test_transforms.py covers the tables and the shard writer.)
 """
 from __future__ import annotations
 
@@ -14,14 +14,13 @@ import apache_beam as beam
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from pipelines.corpus.labels import LabelConfig
 from pipelines.corpus.split import split_of
 from pipelines.corpus.tokenizer import load_encoder
 from pipelines.dump import plan_read_ranges, read_siteinfo
-from pipelines.records import Article, LabeledArticle, LinkMention, Mention
+from pipelines.records import Article, LabeledArticle, Mention
 from pipelines.sample_dump import SITEINFO, page_xml
 from pipelines.transforms.parse import ParseOptions, ParseWikiDump
-from pipelines.transforms.passages import ChunkWindows, LabelMissingMentions, PassageOptions
+from pipelines.transforms.passages import ChunkWindows, PassageOptions
 from pipelines.transforms.stats import SumStats
 from pipelines.wikitext import DisambiguationConfig
 from schemas import UNK_ENTITY_ID
@@ -109,53 +108,47 @@ def test_parse_wiki_dump_classifies_pages_and_dead_letters(tmp_path):
             ]), label=f"Counters{name}")
 
 
-# ---------------------------------------------------------------- LabelMissingMentions
+# ---------------------------------------------------------------- labels (the job's pass 2, by lookups)
 
-def test_label_missing_mentions_labels_hyperlinks_page_and_title_aliases():
+LABEL_PAGES = [  # (page id, namespace, title, wikitext, <redirect title>)
+    (1, 0, "Paris", "'''Paris''' is the capital of [[France]]. The French Republic is large. "
+                    "In Paris, France is everywhere. The end.", None),
+    (2, 0, "France", "'''France''' is a country; see [[Paris]].", None),
+    (3, 0, "Lyon", "'''Lyon''' is in France.", None),  # links nothing: only its own title entity's aliases
+    (4, 0, "Notes", "[[France|French Republic]], [[The (band)|the]], [[Paris|Pa]], [[Lyon]].", None),
+]
+
+
+def test_the_job_labels_hyperlinks_page_and_title_aliases(tmp_path):
+    """Pass 2 labels each page's hyperlinks, the aliases of the entities it links to (same page) and of its own
+    title entity, from the lookup store; aliases the labeller must not use (a stopword, too short) are dropped
+    and counted."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    from tests.conftest import run_job_here
+
+    dump = tmp_path / "testwiki-pages-articles.xml"
+    dump.write_text(HEAD + "".join(page_xml(*page) for page in LABEL_PAGES) + "</mediawiki>\n", encoding="utf-8")
+    out = tmp_path / "out"
+    run_job_here(str(dump), out, "--validation_fraction", "0", "--keep_red_links", "true")
+    rows = {r["page_id"]: r for path in (out / "passages").glob("*.parquet") for r in pq.read_table(path).to_pylist()}
+    labelled = {page: (r["text"], [(m["char_start"], m["char_end"], m["surface"], m["entity"], m["source"])
+                                   for m in r["mentions"]]) for page, r in rows.items()}
     text = "Paris is the capital of France. The French Republic is large. In Paris, France is everywhere. The end."
-    france = text.index("France")
-    links = [LinkMention(france, france + 6, "France", "France")]
-    articles = [
-        Article(1, "Paris", text, links),
-        Article(2, "Lyon", "Lyon is in France.", []),  # links nothing: only its own title entity's aliases
-    ]
-    refs = [("France", ((1, "linked", "France", ("France",)),))]  # one batch, as ResolveLinks yields them
-    alias_rows = [
-        {"alias": "France", "entity": "France", "count": 40, "prior": 0.9, "sources": ["anchor", "title"]},
-        {"alias": "French Republic", "entity": "France", "count": 3, "prior": 1.0, "sources": ["anchor"]},
-        {"alias": "the", "entity": "The (band)", "count": 2, "prior": 0.001, "sources": ["anchor"]},  # stopword
-        {"alias": "Pa", "entity": "Paris", "count": 9, "prior": 0.5, "sources": ["anchor"]},  # too short
-        {"alias": "Paris", "entity": "Paris", "count": 50, "prior": 0.95, "sources": ["anchor", "title"]},
-        {"alias": "Lyon", "entity": "Lyon", "count": 5, "prior": 1.0, "sources": ["anchor", "title"]},
-    ]
-    later_paris = text.index("Paris", 1)
-    later_france = text.index("France", france + 1)
-    republic = text.index("French Republic")
-    with BeamTestPipeline() as p:
-        out = {
-            "articles": p | "Arts" >> beam.Create(articles),
-            "entity_refs": p | "Refs" >> beam.Create(refs),
-            "entity_links": p | "Links" >> beam.Create([("France", 1)]),
-            "alias_rows": p | "Aliases" >> beam.Create(alias_rows),
-        } | LabelMissingMentions(LabelConfig(), max_group=10)
-        labelled = out["articles"] | beam.Map(
-            lambda a: (a.page_id, a.text, tuple((m.start, m.end, m.surface, m.entity, m.source) for m in a.mentions)))
-        assert_that(labelled, equal_to([
-            (1, text, (
-                (0, 5, "Paris", "Paris", "title_alias"),
-                (france, france + 6, "France", "France", "hyperlink"),
-                (republic, republic + 15, "French Republic", "France", "same_page_alias"),
-                (later_paris, later_paris + 5, "Paris", "Paris", "title_alias"),
-                (later_france, later_france + 6, "France", "France", "same_page_alias"),
-            )),
-            (2, "Lyon is in France.", ((0, 4, "Lyon", "Lyon", "title_alias"),)),
-        ]), label="Labels")
-        names = ("label_aliases/usable", "label_aliases_dropped/stopword", "label_aliases_dropped/too_short",
-                 "mentions/hyperlink", "mentions/same_page_alias", "mentions/title_alias")
-        assert_that(_counters(tuple(out["stats"]) | SumStats(), names), equal_to([
-            ("label_aliases/usable", 4), ("label_aliases_dropped/stopword", 1), ("label_aliases_dropped/too_short", 1),
-            ("mentions/hyperlink", 1), ("mentions/same_page_alias", 2), ("mentions/title_alias", 3),
-        ]), label="Stats")
+    france, republic = text.index("France"), text.index("French Republic")
+    later_paris, later_france = text.index("Paris", 1), text.index("France", france + 1)
+    assert labelled[1] == (text, [
+        (0, 5, "Paris", "Paris", "title_alias"),
+        (france, france + 6, "France", "France", "hyperlink"),
+        (republic, republic + 15, "French Republic", "France", "same_page_alias"),
+        (later_paris, later_paris + 5, "Paris", "Paris", "title_alias"),
+        (later_france, later_france + 6, "France", "France", "same_page_alias"),
+    ])
+    assert labelled[3] == ("Lyon is in France.", [(0, 4, "Lyon", "Lyon", "title_alias")])
+    counters = json.loads((out / "stats.json").read_text())["counters"]
+    assert counters["label_aliases_dropped/stopword"] == 1 and counters["label_aliases_dropped/too_short"] == 1
 
 
 # ---------------------------------------------------------------- ChunkWindows

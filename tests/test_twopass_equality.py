@@ -1,11 +1,11 @@
-"""The two-pass job (the default) against the shuffle job (``--job shuffle``, its oracle), on every shared dump.
+"""The corpus job against its oracle, the committed digests of what it makes of every shared dump.
 
-Both jobs run with the shared-dump arguments (tests/conftest.py: SHARED_DUMP_JOB_ARGS); the two-pass run is
-the session's (shared_dump_corpus). Their passages (every column, and the split of each), alias table,
-vocabulary, entity descriptions, dead letters and counters must be equal row for row; shard file names and
-counts differ by design (the two-pass job writes one file per read range and split). The counters that differ
-by design are listed, with their reason, in tests/corpus_equality.py (COUNTERS_THAT_DIFFER): each job's own
-shuffle volumes and join groups, and the lookup store's size.
+tests/golden/corpus_rows.json holds, per distinct shared dump run with the shared-dump arguments
+(tests/conftest.py: SHARED_DUMP_JOB_ARGS), the row count and sha256 of each output's rows in canonical order:
+passages (every column, and the split of each; also per page), alias table, vocabulary, entity descriptions,
+dead letters; and the counters, less those that describe how the work was done (tests/corpus_equality.py:
+COUNTERS_THAT_DIFFER). The file was made with both the two-pass job and the earlier shuffle job, which gave
+identical digests; tests/golden/make_corpus_rows.py regenerates it for an intended change of the corpus.
 """
 from __future__ import annotations
 
@@ -16,36 +16,41 @@ import apache_beam as beam
 import pytest
 
 from tests.conftest import SHARED_DUMP_JOB_ARGS, distinct_dumps, dump, needs_shared, run_job_here
-from tests.corpus_equality import COUNTERS_THAT_DIFFER, differences
+from tests.corpus_equality import COUNTERS_THAT_DIFFER, differences, digest_differences
 
 pytestmark = [needs_shared]
+
+GOLDEN = Path(__file__).resolve().parent / "golden" / "corpus_rows.json"
+
+
+def test_the_oracle_covers_every_shared_dump():
+    assert sorted(json.loads(GOLDEN.read_text())["dumps"]) == distinct_dumps()
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", distinct_dumps())
-def test_twopass_job_makes_the_shuffle_jobs_corpus(name: str, shared_dump_corpus, tmp_path: Path):
-    new = shared_dump_corpus(name)
-    old = tmp_path / "shuffle"
-    run_job_here(dump(name), old, *SHARED_DUMP_JOB_ARGS, "--job", "shuffle")
-    assert differences(old, new) == {}
-    old_counters = json.loads((old / "stats.json").read_text())["counters"]
-    new_counters = json.loads((new / "stats.json").read_text())["counters"]
-    assert old_counters["articles"] == new_counters["articles"] > 0 or name.startswith("enwiki-2020-tiny")
-    # The differences are where the list says, and only there: the shuffles of text are gone.
-    assert any(k.startswith("volume/JoinPageParts/") for k in old_counters)
+def test_the_job_makes_the_committed_corpus(name: str, shared_dump_corpus):
+    expected = json.loads(GOLDEN.read_text())["dumps"][name]
+    out = shared_dump_corpus(name)
+    assert digest_differences(expected, out) == {}, (
+        "the corpus differs from tests/golden/corpus_rows.json; if the change is intended, regenerate it with "
+        "tests/golden/make_corpus_rows.py and review its diff")
+    counters = json.loads((out / "stats.json").read_text())["counters"]
+    assert counters["articles"] > 0 or name.startswith("enwiki-2020-tiny")
+    # The counters left out are the job's own steps', and only those: no join of article text in them.
     assert not any(k.startswith(("volume/JoinPageParts/", "volume/LabelCandidates/", "largest_group/JoinPageParts"))
-                   for k in new_counters)
+                   for k in counters)
     assert set(COUNTERS_THAT_DIFFER) == {"volume/", "largest_group/", "lookup/"}
 
 
-def _graph(job: str, tmp_path: Path) -> set[str]:
+def _graph(tmp_path: Path) -> set[str]:
     """The full labels of the transforms of the job's graph (built, not run)."""
     from pipelines.config import WikiMentionsConfig
     from pipelines.wiki_mentions import build_pipeline, plan_input
     from wikiedm.config import parse_config
 
     cfg, _ = parse_config(WikiMentionsConfig, ["--input", dump("enwiki-2016-206pages-articles1-multistream.xml.bz2"),
-                                               "--output", str(tmp_path), "--read_range_mb", "1", "--job", job],
+                                               "--output", str(tmp_path), "--read_range_mb", "1"],
                           prog="test")
     site, ranges = plan_input(cfg)
     p = beam.Pipeline()
@@ -64,13 +69,13 @@ def _graph(job: str, tmp_path: Path) -> set[str]:
 
 
 def test_no_article_text_crosses_a_shuffle_in_the_twopass_job(tmp_path: Path):
-    """The four shuffles of text of the shuffle job are absent from the two-pass job's graph; its
-    passages are written by the step that reads them (no GroupByKey between reading and writing)."""
-    old, new = _graph("shuffle", tmp_path), _graph("twopass", tmp_path)
+    """The four shuffles of text of the earlier shuffle job (named here as its steps were) are absent from the
+    job's graph; its passages are written by the step that reads them (no GroupByKey between reading and writing)."""
+    new = _graph(tmp_path)
     text_shuffles = ("ParseWikiDump/SpreadPages", "LabelMissingMentions/JoinPageParts", "DescribeVocabEntities",
-                     "WriteShards/GroupByFile")
-    assert all(any(label.startswith(s) for label in old) for s in text_shuffles)
+                     "WriteShards/GroupByFile", "LabelMissingMentions", "WriteShards")
     assert not any(label.startswith(s) for label in new for s in text_shuffles)
+    assert any(label.startswith("ParseWikiDump/ReadAndClassify") for label in new)  # the labels are full ones
     # The one GroupByKey of pass 2 is the Reshuffle of its units' descriptors (a path and a few numbers each).
     assert {label for label in new if label.startswith("WritePassagesByRange") and "GroupByKey" in label} == {
         label for label in new if label.startswith("WritePassagesByRange/SpreadUnits/") and "GroupByKey" in label} != set()

@@ -101,10 +101,13 @@ def test_a_local_run_prints_progress_and_leaves_no_working_files(tmp_path: Path)
 
 @pytest.mark.parametrize("bad", ["--job", "--lookup_shards"])
 def test_bad_job_options_are_one_line_errors(bad: str, tmp_path: Path, capsys):
+    """--lookup_shards 0 is refused; --job (the choice of the earlier versions' two jobs) is no option now."""
     from pipelines.wiki_mentions import run
 
-    value = "nope" if bad == "--job" else "0"
-    assert run(["--input", "x.xml", "--output", str(tmp_path), bad, value]) == 2
+    value = "shuffle" if bad == "--job" else "0"
+    dump = tmp_path / "x.xml"
+    dump.write_text("<mediawiki/>")
+    assert run(["--input", str(dump), "--output", str(tmp_path / "out"), bad, value]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and bad.lstrip("-") in err[0]
 

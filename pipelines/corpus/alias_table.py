@@ -1,4 +1,4 @@
-"""Alias-table and entity-vocabulary rules (pure functions; Beam wiring in transforms.aliases).
+"""Alias-table and entity-vocabulary rules (pure functions; Beam wiring in transforms.tables: BuildTables).
 
 An alias row is (alias, entity, count, prior, sources):
   count   hyperlinks in the corpus whose anchor text is ``alias`` and that resolve to ``entity``

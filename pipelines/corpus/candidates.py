@@ -82,8 +82,7 @@ def page_candidates(title: str, links, resolve, aliases_of, keep_red_links: bool
     Returns (hyperlinks, entities): a Mention for every link whose target resolves to an entity (in
     link order), and (entity, origins, aliases) for each entity the page links to or is titled by,
     with the aliases :meth:`RankedAliases.for_page` picks (the first ``top_per_page`` and the page's
-    own anchor texts of the entity), for those with any. The same candidates as the shuffle job's
-    CandidatesForEntityFn + LabelArticleFn, which gathered them by joins keyed by entity and page.
+    own anchor texts of the entity), for those with any.
     """
     entity_of: dict[str, str] = {}
     anchors: dict[str, set] = {}

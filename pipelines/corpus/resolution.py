@@ -8,7 +8,7 @@ Page kinds (from ParseWikiDump), one per main-namespace page:
                               (``[[Kategorie-typo:X]]`` -> ``Category:X``): it exists, so a
                               link to it is not a red link, and it is never an entity
 
-Statuses of a resolved title (ResolveRedirects) or link target (ResolveLinks):
+Statuses of a resolved title or link target (pass 1: transforms/tables.py):
   article, disambiguation, other_namespace_redirect   the page's kind, directly or at the
                                                       end of a redirect chain
   missing     a redirect chain that ends at a title with no page

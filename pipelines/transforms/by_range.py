@@ -11,8 +11,8 @@ splits and ``entity_descriptions/entity_descriptions-{i:05d}-of-{n:05d}.parquet`
 (page_id, window_index) and entity_id through an external sort (a unit's pages are bounded; dumps are in
 page-id order, so the sort rarely spills). Every file is written, empty or not.
 
-A page id that a broken dump repeats within a unit keeps its latest revision (the shuffle job's
-``latest_article`` rule, applied by the sort: copies of a page id are sorted by it and the first kept);
+A page id that a broken dump repeats within a unit keeps its latest revision (then the smallest title and
+text: applied by the sort, copies of a page id are sorted by it and the first kept);
 each copy's counters wait beside it in the sort and only the kept copy's are counted. A repeat in another
 unit (never seen in a real dump: a page is in one bz2 stream, and a chunk is never cut between adjacent
 copies) is not seen, and both copies are kept.
@@ -70,7 +70,7 @@ class WritePassagesByRangeFn(ChunkWindowsFn):
 
     A ChunkWindowsFn: its ``windows()`` makes each page's Arrow batch, and its counters are this
     step's. Adjacent copies of a page id are reduced to one before any of them is labelled, so the
-    counters count the kept copy only, as the shuffle job's do.
+    counters count the kept copy only.
     """
 
     def __init__(self, output: str, ranges: list, site: SiteInfo, parse: ParseOptions, labels: LabelConfig,
@@ -143,7 +143,7 @@ class WritePassagesByRangeFn(ChunkWindowsFn):
     # -- one page ----------------------------------------------------------------------------------
 
     def _page(self, article: Article) -> tuple:
-        """An article -> its sort item: (page id, the latest_article preference, split, packed windows or None,
+        """An article -> its sort item: (page id, the latest-revision preference, split, packed windows or None,
         its description row or None, its counters). The counters are applied when the item is kept."""
         outer, self._tally = self._tally, Counter()
         try:
@@ -201,7 +201,7 @@ class WritePassagesByRangeFn(ChunkWindowsFn):
 
     def _kept_pages(self, items):
         """Sorted page items -> the kept one of each page id (the first: the latest revision), its counters
-        applied; the copies of a page id that a broken dump repeats are counted, as the shuffle job does."""
+        applied; the copies of a page id that a broken dump repeats are counted (duplicate_page_ids)."""
         last = None
         for item in items:
             page_id = item[0]

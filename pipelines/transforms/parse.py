@@ -3,7 +3,7 @@
 Thin DoFns around ``pipelines.dump`` (reading) and ``pipelines.wikitext``
 (extraction). Reading is split into byte ranges of whole bz2 streams when a
 multistream index is available, so many workers decompress in parallel;
-otherwise one worker reads the file (and, in the shuffle job, a Reshuffle spreads its pages).
+otherwise one worker reads the file (its pages are extracted where they are read: no shuffle of pages).
 """
 from __future__ import annotations
 
@@ -374,19 +374,18 @@ class ParseWikiDump(beam.PTransform):
     """
 
     def __init__(self, ranges: list[ReadRange], site: SiteInfo, options: ParseOptions,
-                 per_range: bool = False, cache_folder: str = "", chunk_articles: int = 10_000,
+                 cache_folder: str = "", chunk_articles: int = 10_000,
                  runs_folder: str = "", run_shards: int = 1, run_buffer: int = 200_000) -> None:
         super().__init__()
         self.ranges = ranges
         self.site = site
         self.options = options
-        # The two-pass job: each range's pages are classified where they are read (its consumers keep only
-        # small records, and the ranges already give parallel reads), the articles cached under
-        # cache_folder, and "chunks" lists pass 2's units. Else (the shuffle job): a Reshuffle of pages first.
-        self.per_range = per_range
+        # Each range's pages are classified where they are read (the job's consumers keep only small records,
+        # and the ranges give parallel reads): no shuffle of pages. With cache_folder the articles are cached
+        # there; "chunks" lists pass 2's units.
         self.cache_folder = cache_folder
         self.chunk_articles = chunk_articles
-        # With runs_folder (the two-pass job): titles, redirects and links go to sorted run files there
+        # With runs_folder (the job's pass 1): titles, redirects and links go to sorted run files there
         # (ExtractRangeToRunsFn), and "runs" lists them; no articles, redirects or page kinds as elements.
         self.runs_folder = runs_folder
         self.run_shards = run_shards
@@ -399,35 +398,19 @@ class ParseWikiDump(beam.PTransform):
             | "SiteInfoPresent" >> beam.Create([self.site.from_dump])
             | "NoteSiteInfo" >> beam.ParDo(NoteSiteInfoFn(source)).with_outputs(DEAD, STATS)
         )
-        if self.per_range:
-            if self.runs_folder:
-                range_fn = ExtractRangeToRunsFn(self.site, self.options, self.cache_folder, self.chunk_articles,
-                                                self.runs_folder, self.run_shards, self.run_buffer)
-            else:
-                range_fn = ExtractRangeFn(self.site, self.options, self.cache_folder, self.chunk_articles)
-            classified = (
-                pbegin
-                | "ReadRanges" >> beam.Create(list(enumerate(self.ranges)), reshuffle=False)
-                | "SpreadRanges" >> beam.Reshuffle()
-                | "ReadAndClassify" >> beam.ParDo(range_fn).with_outputs(
-                    REDIRECTS, PAGE_KINDS, DEAD, STATS, TEMPLATE_NAMES, CHUNKS, RUNS, main=ARTICLES)
-            )
-            dead_parts, stats = (note[DEAD], classified[DEAD]), [note[STATS], classified[STATS]]
+        if self.runs_folder:
+            range_fn = ExtractRangeToRunsFn(self.site, self.options, self.cache_folder, self.chunk_articles,
+                                            self.runs_folder, self.run_shards, self.run_buffer)
         else:
-            read = (
-                pbegin
-                | "ReadRanges" >> beam.Create(self.ranges, reshuffle=False)
-                | "SpreadRanges" >> beam.Reshuffle()
-                | "ReadPages" >> beam.ParDo(ReadPagesFn(self.options)).with_outputs(DEAD, STATS, main="pages")
-            )
-            classified = (
-                read.pages
-                | "SpreadPages" >> beam.Reshuffle()
-                | "ClassifyPages" >> beam.ParDo(ClassifyPagesFn(self.site, self.options)).with_outputs(
-                    REDIRECTS, PAGE_KINDS, DEAD, STATS, TEMPLATE_NAMES, main=ARTICLES)
-            )
-            dead_parts = (note[DEAD], read[DEAD], classified[DEAD])
-            stats = [note[STATS], read[STATS], classified[STATS]]
+            range_fn = ExtractRangeFn(self.site, self.options, self.cache_folder, self.chunk_articles)
+        classified = (
+            pbegin
+            | "ReadRanges" >> beam.Create(list(enumerate(self.ranges)), reshuffle=False)
+            | "SpreadRanges" >> beam.Reshuffle()
+            | "ReadAndClassify" >> beam.ParDo(range_fn).with_outputs(
+                REDIRECTS, PAGE_KINDS, DEAD, STATS, TEMPLATE_NAMES, CHUNKS, RUNS, main=ARTICLES)
+        )
+        dead_parts, stats = (note[DEAD], classified[DEAD]), [note[STATS], classified[STATS]]
         dead = dead_parts | "FlattenParseDead" >> beam.Flatten()
         dropped_templates = classified[TEMPLATE_NAMES] | "TopDroppedTemplates" >> TopDroppedTemplates()
         out = {
@@ -436,10 +419,9 @@ class ParseWikiDump(beam.PTransform):
             "page_kinds": classified[PAGE_KINDS],
             "dead": dead,
             "stats": stats + [dropped_templates],
+            "chunks": classified[CHUNKS],  # pass 2's units (CacheChunk tuples)
+            "runs": classified[RUNS],  # with runs_folder: (run set, shard, path) of each run file written
         }
-        if self.per_range:
-            out["chunks"] = classified[CHUNKS]
-            out["runs"] = classified[RUNS]
         return out
 
 

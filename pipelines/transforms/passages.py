@@ -1,18 +1,7 @@
-"""LabelMissingMentions and ChunkWindows: articles -> labelled, tokenised 128-token windows.
+"""ChunkWindows: labelled articles -> tokenised 128-token windows (pass 2's ChunkWindowsFn; the PTransform
+for tests and tools that window LabeledArticles in a pipeline of their own).
 
-Per-page alias sets come from key joins, with a volume linear in the corpus:
-
-1. Alias rows are filtered once (length, letters, stopwords, rarity, prior)
-   and capped to the ``labels.max_aliases_per_entity`` best aliases of each
-   entity (a Top-per-key combiner, lifted before the shuffle).
-2. Each page's references to entities (the entities it links to, and its own
-   title entity) are joined with those aliases keyed by entity: a LookupJoin,
-   so the ~500k pages that refer to a hub entity are split into bounded
-   groups; a page's references to one entity are de-duplicated there, and the
-   page receives one element per entity it refers to.
-3. The article, its resolved link targets and those elements meet by page id.
-
-No alias table in a side input; only the entity vocabulary (<= N rows) is one.
+The entity vocabulary (<= N rows) is the only side input.
 """
 from __future__ import annotations
 
@@ -23,20 +12,14 @@ import apache_beam as beam
 import numpy as np
 import pyarrow as pa
 
-from pipelines.corpus.alias_table import clean_alias
-from pipelines.corpus.candidates import RankedAliases, alias_rank, usable_alias
-from pipelines.corpus.labels import LINKED, TITLE, LabelConfig, label_page
 from pipelines.corpus.split import split_of
 from pipelines.corpus.windows import WindowMentions, window_mentions, window_starts
-from pipelines.records import Article, LabeledArticle, Mention
-from pipelines.transforms.joins import BYTES_SAMPLE, GroupJoinFn, LookupJoin, encoded_size, in_bytes_sample
+from pipelines.records import LabeledArticle
 from pipelines.transforms.stats import STATS, CountingDoFn
 from pipelines.transforms.write import pack_batch
 from schemas import UNK_ENTITY_ID, passage_schema
-from schemas.corpus import MENTION_TYPE, MentionSource
+from schemas.corpus import MENTION_TYPE
 from wikiedm.tokenizer import load_encoder, tokenize_mention_arrays
-
-HYPERLINK = MentionSource.HYPERLINK
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,168 +30,6 @@ class PassageOptions:
     validation_fraction: float
     split_salt: str
     passage_text: bool = True  # write each window's text (``text``); offsets are window-relative either way
-
-
-class UsableAliasesFn(CountingDoFn):
-    """Alias row -> (entity, packed alias) when the labeller may use it; drops counted by reason."""
-
-    def __init__(self, config: LabelConfig) -> None:
-        super().__init__()
-        self.config = config
-
-    def process(self, row):
-        self.count("volume/LabelMissingMentions/in")
-        reason, packed = usable_alias(row, self.config)
-        if reason is not None:
-            self.count(f"label_aliases_dropped/{reason}")
-            return
-        self.count("label_aliases/usable")
-        yield row["entity"], (alias_rank(packed[0], row["entity"], int(row["count"]), tuple(row["sources"])), packed)
-
-
-def _rank_of(ranked_alias):
-    return ranked_alias[0]
-
-
-def latest_article(articles: list[Article]) -> Article:
-    """The article kept for a page id that a broken dump repeats: the latest
-    revision, then the smallest title and text (deterministic on any runner)."""
-    return min(articles, key=lambda a: (-(a.revision_id if a.revision_id is not None else -1), a.title, a.text))
-
-
-class CandidatesForEntityFn(GroupJoinFn):
-    """Key: an entity; table: its best aliases (one list of (rank, packed alias), at most
-    ``max_aliases_per_entity``); requests: (page_id, "linked", link target, the page's anchor
-    texts for it) and (page_id, "title", None, ()).
-
-    -> (page_id, (entity, origins, aliases, link targets)) once per page of the group,
-    with the aliases :meth:`RankedAliases.for_page` picks and the page's link targets that
-    resolve to the entity (so the page join needs no per-link resolution elements).
-    """
-
-    join_name = "LabelCandidates"
-
-    def __init__(self, top_per_page: int) -> None:
-        super().__init__()
-        self.top_per_page = top_per_page
-
-    def join(self, entity, salt, tables, refs):
-        origins_by_page: dict[int, set] = {}
-        anchors_by_page: dict[int, set] = {}
-        targets_by_page: dict[int, set] = {}
-        n_refs = 0
-        for page_id, origin, target, surfaces in refs:
-            n_refs += 1
-            origins_by_page.setdefault(page_id, set()).add(origin)
-            anchors = anchors_by_page.setdefault(page_id, set())
-            for surface in surfaces:
-                anchors.add(clean_alias(surface))
-            if target is not None:
-                targets_by_page.setdefault(page_id, set()).add(target)
-        self.count("volume/LabelMissingMentions/in", n_refs)
-        ranked = RankedAliases([packed for _rank, packed in tables[0]] if tables else [])  # []: no usable alias
-        out = aliases_out = 0
-        for page_id in sorted(origins_by_page):
-            targets = tuple(sorted(targets_by_page.get(page_id, ())))
-            aliases = ranked.for_page(self.top_per_page, anchors_by_page[page_id])
-            if aliases or targets:
-                out += 1
-                aliases_out += len(aliases)
-                yield page_id, (PAGE_CANDIDATES, (entity, tuple(sorted(origins_by_page[page_id])), aliases, targets))
-        self.count("volume/LabelCandidates/out", out)
-        self.count("volume/LabelCandidates/aliases_out", aliases_out)
-
-
-# The page join's two sides, tagged in the values of one GroupByKey (see joins.TABLE/REQUEST).
-PAGE_ARTICLE, PAGE_CANDIDATES = 0, 1
-
-
-def _article_by_page_id(article: Article):
-    return article.page_id, (PAGE_ARTICLE, article)
-
-
-class LabelArticleFn(CountingDoFn):
-    """(page_id, [(PAGE_ARTICLE, article) | (PAGE_CANDIDATES, candidates of one entity)]) -> LabeledArticle.
-
-    A link is a hyperlink mention when its target came back resolved to an
-    entity in the candidates; the others were counted as dropped by ResolveLinks.
-    """
-
-    def __init__(self, config: LabelConfig) -> None:
-        super().__init__()
-        self.config = config
-
-    def process(self, element):
-        page_id, tagged = element
-        articles, candidates = [], []
-        for tag, value in tagged:
-            (articles if tag == PAGE_ARTICLE else candidates).append(value)
-        if not articles:
-            return
-        article = latest_article(articles)
-        group = len(articles) + len(candidates)
-        self.count("volume/JoinPageParts/requests", group)
-        self.observe_max("largest_group/JoinPageParts", group)  # bounded by the page's size, not the corpus
-        if in_bytes_sample(page_id):
-            sampled = sum(encoded_size((page_id, (PAGE_ARTICLE, a))) for a in articles)
-            sampled += sum(encoded_size((page_id, (PAGE_CANDIDATES, c))) for c in candidates)
-            self.count("volume/JoinPageParts/request_bytes", sampled * BYTES_SAMPLE)
-        self.count("volume/LabelMissingMentions/out")
-        if len(articles) > 1:
-            self.count("duplicate_page_ids", len(articles) - 1)
-        entity_of = {target: entity for entity, _o, _a, targets in candidates for target in targets}
-        hyperlinks = [Mention(link.start, link.end, link.surface, entity_of[link.target], HYPERLINK)
-                      for link in article.links if link.target in entity_of]
-        linked = {m.entity for m in hyperlinks}
-        entities = []
-        for entity, origins, aliases, _targets in candidates:
-            # Only what this article refers to (a repeated page id's other copy may refer to more).
-            kept = tuple(o for o in origins if (o == LINKED and entity in linked) or (o == TITLE and entity == article.title))
-            if kept and aliases:
-                entities.append((entity, kept, aliases))
-        labels = label_page(article.text, hyperlinks, entities, self.config)
-        self.count(f"mentions/{HYPERLINK}", len(hyperlinks))
-        for source, n in Counter(label.source for label in labels).items():
-            self.count(f"mentions/{source}", n)
-        mentions = sorted(hyperlinks + labels, key=lambda m: (m.start, m.end))
-        yield LabeledArticle(page_id=article.page_id, title=article.title, text=article.text, mentions=mentions)
-
-
-class LabelMissingMentions(beam.PTransform):
-    """Articles + entity refs of their usable links + alias rows -> LabeledArticle.
-
-    Inputs: ``articles``; ``entity_refs`` (batches of refs of usable links, (entity,
-    ((page_id, "linked", target, anchor texts), ...)));
-    ``entity_links`` ((entity, links), an upper bound of the pages per entity);
-    ``alias_rows`` (alias-table dicts).
-    """
-
-    def __init__(self, config: LabelConfig, max_group: int) -> None:
-        super().__init__()
-        self.config = config
-        self.max_group = max_group
-
-    def expand(self, inputs):
-        articles = inputs["articles"]
-        usable = inputs["alias_rows"] | "UsableAliases" >> beam.ParDo(UsableAliasesFn(self.config)).with_outputs(
-            STATS, main="aliases")
-        top_aliases = (
-            usable.aliases
-            | "TopAliasesPerEntity" >> beam.combiners.Top.PerKey(
-                self.config.max_aliases_per_entity, key=_rank_of, reverse=True)
-        )
-        title_refs = articles | "TitleEntityRef" >> beam.Map(lambda a: (a.title, (a.page_id, TITLE, None, ())))
-        ref_counts = inputs["entity_links"] | "RefsUpperBound" >> beam.Map(lambda kv: (kv[0], kv[1] + 1))
-        candidates = {"requests": title_refs, "request_batches": inputs["entity_refs"], "table": top_aliases,
-                      "request_counts": ref_counts} | (
-            "JoinEntityAliases" >> LookupJoin(CandidatesForEntityFn(self.config.top_aliases_per_page), lambda ref: ref[0], self.max_group, main="out"))
-        labeled = (
-            (articles | "ArticleByPageId" >> beam.Map(_article_by_page_id), candidates.out)
-            | "FlattenPageParts" >> beam.Flatten()
-            | "JoinPageParts" >> beam.GroupByKey()
-            | "LabelArticles" >> beam.ParDo(LabelArticleFn(self.config)).with_outputs(STATS, main="articles")
-        )
-        return {"articles": labeled.articles, "stats": [usable[STATS], candidates[STATS], labeled[STATS]]}
 
 
 class ChunkWindowsFn(CountingDoFn):
@@ -345,7 +166,7 @@ class ChunkWindows(beam.PTransform):
     ((entity, id) pairs, at most N: the one side input of the job).
 
     ``packed``: one element per page instead, (split, shard key, :func:`pack_rows` of its
-    windows), for ``WriteShards(..., packed=True)`` (what the job writes; same files).
+    windows), as pass 2 makes them (the same rows).
     """
 
     def __init__(self, options: PassageOptions, packed: bool = False) -> None:

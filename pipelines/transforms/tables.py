@@ -2,7 +2,7 @@
 
 Every step below is one Beam ParDo over shards: it merges the runs of its shard
 (:mod:`pipelines.corpus.sorted_runs`: all records of a key together, table side first, requests
-streamed), applies the same pure rules as the shuffle job's joins, and writes its own runs for the steps
+streamed), applies the pure rules of pipelines.corpus (resolution, alias_table, candidates), and writes its own runs for the steps
 after it. Only (run set, shard, path) elements cross Beam's shuffles, so no step, on any runner, holds
 more than one buffer of records and one key's table values: not the redirects, the links nor the alias
 table, whatever the size of the dump.
@@ -18,8 +18,8 @@ table, whatever the size of the dump.
                         aliases (capped) for the store
   SelectEntityVocab     the N most-linked entities (a histogram of link counts gives the cut-off)
   WriteLookupStore      per shard: one SQLite file (pipelines.corpus.lookup_store), pass 2's side input
-Statuses, rules and counters are those of ResolveRedirects, ResolveLinks, BuildAliasTable,
-SelectEntityVocab and UsableTopAliases (the shuffle job's), which tests hold equal on every shared dump.
+Statuses, rules and counters are those the earlier shuffle job had (its joins); the committed digests of
+the corpus on every shared dump (tests/golden/corpus_rows.json) were made with both, and hold them.
 """
 from __future__ import annotations
 

@@ -1,19 +1,14 @@
-"""WriteShards, SaveTokenizer and WriteManifest: the job's outputs.
+"""WriteShards, SaveTokenizer and WriteManifest: the job's small outputs (vocabulary, dead letters), the
+tokenizer, and the manifest; and the packed runs of rows pass 2 writes its passages from.
 
 Shards are written as they stream: a shard's rows are fed through an
 external sort (sorted runs spilled to the worker's local disk, then merged)
 straight into a Parquet writer, one row group at a time, so no worker holds
-a whole shard. The number of shards of an output is either given
-(``--num_shards`` ...) or derived from the data: ``ceil(rows / rows per
-shard)``, counted per partition (split) before the rows are assigned.
+a whole shard. An output is one file, or a fixed number of shards per partition.
 
-Packed rows: a stage whose rows come in runs that share one shard key and are
-contiguous in the sort order (the windows of one page) may send each run as
-one element, ``(partition, shard key, (sort key, rows, Arrow IPC bytes))``
-(:func:`pack_rows`), with ``WriteShards(..., packed=True)``. One element and
-one bytes copy per shuffle instead of a dict per row through the coder (the
-rows' encode + decode was the job's largest per-element cost: measured ~60 us
-per passage row per shuffle); the files are the same bytes.
+Packed rows: rows that come in runs sharing one sort position (the windows of one page) travel as one
+element, ``(sort key, rows, Arrow IPC bytes)`` (:func:`pack_batch`), and are cut into row groups by
+:func:`_packed_row_groups`: the same bytes as the rows written one by one, without a dict per row.
 
 Determinism: a row's file is a pure function of its shard key (page id,
 alias, entity) and the shard count, rows are sorted by a unique key inside
@@ -26,7 +21,6 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import logging
-import math
 import os
 import shutil
 from dataclasses import dataclass
@@ -60,34 +54,22 @@ def stable_shard(key: str, count: int) -> int:
     return int.from_bytes(digest, "big") % count
 
 
-def shards_for(rows: int, rows_per_shard: int) -> int:
-    """Shards of a partition with ``rows`` rows: at least 1, at most ``rows_per_shard`` rows each on average."""
-    return max(1, math.ceil(rows / max(1, rows_per_shard)))
-
-
 @dataclass(frozen=True, slots=True)
 class ShardSpec:
     """Where an output's rows go.
 
     ``folder``/``{partition}-{i:05d}-of-{n:05d}.parquet`` for each partition
-    (a split, or the output's own name), or one ``folder/single_file``.
-    ``num_shards`` > 0 fixes the count per partition; 0 derives it from
-    ``rows_per_shard``.
+    (``num_shards`` of them), or one ``folder/single_file``.
     """
 
     folder: str
     partitions: tuple[str, ...]
-    num_shards: int = 0
-    rows_per_shard: int = 250_000
+    num_shards: int = 1
     single_file: str = ""
 
-    def layout(self, rows_by_partition: dict) -> dict[str, int]:
+    def layout(self) -> dict[str, int]:
         """Partition -> shard count."""
-        if self.single_file:
-            return {p: 1 for p in self.partitions}
-        if self.num_shards > 0:
-            return {p: self.num_shards for p in self.partitions}
-        return {p: shards_for(rows_by_partition.get(p, 0), self.rows_per_shard) for p in self.partitions}
+        return {p: 1 if self.single_file else max(1, self.num_shards) for p in self.partitions}
 
     def path(self, partition: str, index: int, count: int) -> str:
         if self.single_file:
@@ -99,19 +81,14 @@ class ShardSpec:
 
 
 def pack_rows(sort_key, rows: list[dict], schema: pa.Schema) -> tuple:
-    """Rows that share one shard key and follow each other in the sort order -> one element
-    for ``WriteShards(..., packed=True)``: (sort key of the run, row count, Arrow IPC bytes)."""
+    """Rows that follow each other in the sort order -> one packed run: (sort key of the run, row count,
+    Arrow IPC bytes)."""
     return pack_batch(sort_key, pa.RecordBatch.from_pylist(rows, schema=schema))
 
 
 def pack_batch(sort_key, batch: pa.RecordBatch) -> tuple:
     """:func:`pack_rows` of rows already in an Arrow batch (of the output's schema)."""
     return sort_key, batch.num_rows, batch.serialize().to_pybytes()
-
-
-def packed_order(packed: tuple):
-    """The sort key of a packed run (what ``WriteShards(..., packed=True)`` sorts by)."""
-    return packed[0]
 
 
 def _packed_row_groups(packed_runs, schema: pa.Schema, row_group_rows: int):
@@ -132,17 +109,15 @@ def _packed_row_groups(packed_runs, schema: pa.Schema, row_group_rows: int):
 
 
 class _WriteSortedFileFn(beam.DoFn):
-    """(relative path, rows) -> file record; rows (or packed runs of rows) streamed through an external sort."""
+    """(relative path, rows) -> file record; rows streamed through an external sort."""
 
-    def __init__(self, output: str, schema_name: str, sort_key, row_group_rows: int, sort_buffer_rows: int,
-                 schema: pa.Schema | None = None, packed: bool = False) -> None:
+    def __init__(self, output: str, schema_name: str, sort_key, row_group_rows: int, sort_buffer_rows: int) -> None:
         self.output = output
         self.schema_name = schema_name
-        self.schema = schema if schema is not None else SCHEMAS[schema_name]
+        self.schema = SCHEMAS[schema_name]
         self.sort_key = sort_key
         self.row_group_rows = max(1, row_group_rows)
         self.sort_buffer_rows = sort_buffer_rows
-        self.packed = packed
 
     def process(self, element):
         relative, rows = element
@@ -150,19 +125,15 @@ class _WriteSortedFileFn(beam.DoFn):
         with ExternalSorter(self.sort_key, self.sort_buffer_rows) as sorter:
             for row in rows:
                 if row is not None:
-                    sorter.add(row, row[1] if self.packed else 1)
+                    sorter.add(row)
             writer = storage.ParquetFileWriter(path, self.schema)
-            if self.packed:
-                for table in _packed_row_groups(sorter.sorted(), self.schema, self.row_group_rows):
-                    writer.write_table(table)
-            else:
-                batch: list = []
-                for row in sorter.sorted():
-                    batch.append(row)
-                    if len(batch) == self.row_group_rows:
-                        writer.write_rows(batch)
-                        batch = []
-                writer.write_rows(batch)
+            batch: list = []
+            for row in sorter.sorted():
+                batch.append(row)
+                if len(batch) == self.row_group_rows:
+                    writer.write_rows(batch)
+                    batch = []
+            writer.write_rows(batch)
             sha256, size = writer.close()
             if sorter.spilled_runs:
                 log.info("wrote %s: %d rows, merged from %d sorted runs", relative, writer.rows, sorter.spilled_runs)
@@ -180,17 +151,12 @@ class WriteShards(beam.PTransform):
     """(partition, shard key, row) -> Parquet files, as :class:`ShardSpec` lays them out.
 
     A shard with no rows is still written (empty, with the schema), so a
-    reader can rely on the full ``-of-N`` set. With ``packed``, each element
-    carries a run of rows (:func:`pack_rows`) and ``sort_key`` is ignored: runs
-    are ordered by their own sort key.
+    reader can rely on the full ``-of-N`` set.
     """
 
     def __init__(self, output: str, schema_name: str, spec: ShardSpec, sort_key, row_group_rows: int,
-                 sort_buffer_rows: int = SORT_BUFFER_ROWS, schema: pa.Schema | None = None,
-                 packed: bool = False) -> None:
+                 sort_buffer_rows: int = SORT_BUFFER_ROWS) -> None:
         super().__init__()
-        self.packed = packed
-        self.schema = schema  # None: SCHEMAS[schema_name]; else a variant (passages without text)
         self.output = output
         self.schema_name = schema_name
         self.spec = spec
@@ -200,19 +166,7 @@ class WriteShards(beam.PTransform):
 
     def expand(self, rows):
         spec = self.spec
-        if spec.single_file or spec.num_shards > 0:
-            layout_pc = rows.pipeline | "FixedLayout" >> beam.Create([spec.layout({})])
-        else:
-            rows_per_partition = (
-                rows | "RowsPerPartition" >> beam.Map(lambda e: (e[0], e[2][1])) | "SumRows" >> beam.CombinePerKey(sum)
-                if self.packed else
-                rows | "PartitionOf" >> beam.Map(lambda e: e[0]) | "RowsPerPartition" >> beam.combiners.Count.PerElement()
-            )
-            layout_pc = (
-                rows_per_partition
-                | "CollectCounts" >> beam.combiners.ToDict()
-                | "PlanShards" >> beam.Map(spec.layout)
-            )
+        layout_pc = rows.pipeline | "FixedLayout" >> beam.Create([spec.layout()])
         layout = beam.pvalue.AsSingleton(layout_pc)
         with_paths = rows | "AssignFile" >> beam.Map(_assign_file, spec=spec, layout=layout)
         placeholders = layout_pc | "ExpectedFiles" >> beam.FlatMap(lambda lay: [(p, None) for p in spec.all_paths(lay)])
@@ -221,8 +175,7 @@ class WriteShards(beam.PTransform):
             | "FlattenWithPlaceholders" >> beam.Flatten()
             | "GroupByFile" >> beam.GroupByKey()
             | "WriteParquet" >> beam.ParDo(_WriteSortedFileFn(
-                self.output, self.schema_name, packed_order if self.packed else self.sort_key, self.row_group_rows,
-                self.sort_buffer_rows, self.schema, self.packed))
+                self.output, self.schema_name, self.sort_key, self.row_group_rows, self.sort_buffer_rows))
         )
 
 
@@ -266,10 +219,8 @@ def _summary(counters: dict) -> dict:
         "mentions": {"hyperlink": hyperlinks, **added, "total": total},
         "mention_ratio_to_hyperlinks": round(total / hyperlinks, 4) if hyperlinks else None,
         "dead_letters": sum(v for k, v in counters.items() if k.startswith("dead_letters/")),
-        # Where the job's volume goes: elements into and out of each stage, requests per join,
-        # and the largest group each join saw (bounded by --max_join_group, whatever the corpus).
+        # Where the job's volume goes: elements and bytes into and out of each step (pass 1's run files too).
         "volume": _nested(counters, "volume/"),
-        "largest_groups": {k.split("/", 1)[1]: v for k, v in counters.items() if k.startswith("largest_group/")},
     }
 
 

@@ -205,7 +205,7 @@ def test_link_mentions_job_end_to_end(indexed_release, sample_corpus, linker, tm
 
 
 def test_blink_labels_flow_into_the_corpus_passages(indexed_release, sample_corpus, linker):
-    """AddBlinkLabels between LabelMissingMentions and ChunkWindows, as the corpus job wires it:
+    """AddBlinkLabels between the labels and the windows, as pass 2 applies them (to each labelled page):
     the passages carry source="blink" mentions with token spans and this corpus's entity ids."""
     import pyarrow as pa
 

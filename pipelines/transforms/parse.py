@@ -337,11 +337,13 @@ class ExtractRangeToRunsFn(ExtractRangeFn):
 
 def count_runs(count, name: str, writer: RunWriter, runs: list) -> None:
     """``volume/tables/<run set>/...``: the records and bytes a step handed on through run files, and the
-    run paths (and their bytes) that crossed Beam's shuffle to the next step."""
+    run paths that crossed Beam's shuffle to the next step (and their bytes below the run set's folder)."""
     count(f"volume/tables/{name}/records", writer.records)
     count(f"volume/tables/{name}/bytes", writer.bytes)
     count(f"volume/tables/{name}/runs", len(runs))
-    count(f"volume/tables/{name}/run_path_bytes", sum(len(path.encode("utf-8")) for _shard, path in runs))
+    # below the run set's folder: the same on any output path (the counters of two runs must be equal)
+    prefix = len(writer.folder.encode("utf-8"))
+    count(f"volume/tables/{name}/run_path_bytes", sum(len(path.encode("utf-8")) - prefix for _shard, path in runs))
 
 
 def _flush_links(link_counts: Counter, links: RunWriter) -> None:

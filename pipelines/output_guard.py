@@ -70,6 +70,8 @@ def guard_output(output: str, config: dict, overwrite: bool, dry_run: bool = Fal
     if files:
         if storage.exists(record_path):
             recorded = json.loads(storage.read_bytes(record_path))
+            if isinstance(recorded.get("config"), dict):  # a record of an earlier version may hold retired keys
+                recorded["config"] = {k: v for k, v in recorded["config"].items() if k not in HOW_IT_RUNS}
             differs = _differences(recorded, identity)
         else:
             manifest = _manifest_config(output)

@@ -204,6 +204,10 @@ def test_the_output_guard(tmp_path):
     (out / RUN_RECORD).unlink()
     (out / "manifest.json").write_text(json.dumps({"config": {**other, "output": "elsewhere"}}))
     assert guard_output(str(out), other, overwrite=False) == "rerun"  # a corpus from before the record: its manifest
+    record = json.loads((out / RUN_RECORD).read_text())
+    record["config"]["job"] = "twopass"  # the record of an earlier version, with its retired --job option
+    (out / RUN_RECORD).write_text(json.dumps(record))
+    assert guard_output(str(out), other, overwrite=False) == "rerun"
     stranger = tmp_path / "home"
     stranger.mkdir()
     (stranger / "thesis.tex").write_text("mine")

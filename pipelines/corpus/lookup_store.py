@@ -18,7 +18,6 @@ the file is the same bytes for the same records, and no shard is ever held in me
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import pickle
 import sqlite3
@@ -28,6 +27,7 @@ from collections import OrderedDict
 from typing import Iterable, Iterator
 
 from pipelines.corpus.candidates import RankedAliases
+from pipelines.corpus.sorted_runs import stable_shard
 from pipelines.external_sort import ExternalSorter
 
 # The record kinds a shard is built from: (kind, title, value).
@@ -41,12 +41,6 @@ _SCHEMA = ("CREATE TABLE titles (title TEXT PRIMARY KEY, status TEXT, entity TEX
            "CREATE TABLE extra_aliases (entity TEXT, alias TEXT, position INTEGER, packed BLOB, "
            "PRIMARY KEY (entity, alias)) WITHOUT ROWID")
 _BATCH = 500  # titles per SELECT ... IN (...) (SQLite's default limit of host parameters is 32766)
-
-
-def stable_shard(key: str, count: int) -> int:
-    """The shard of ``key`` (BLAKE2b, the same in every process; :func:`pipelines.transforms.write.stable_shard`)."""
-    digest = hashlib.blake2b(key.encode("utf-8"), digest_size=8).digest()
-    return int.from_bytes(digest, "big") % count
 
 
 def shard_name(index: int, count: int) -> str:

@@ -30,8 +30,9 @@ RECORD_ORDER = itemgetter(0, 1)  # (key, tag): a run's order, and the merge's
 
 
 def stable_shard(key: str, count: int) -> int:
-    """The partition of ``key`` among ``count`` (BLAKE2b: the same in every process and on every runner;
-    the same function as the lookup store's, so a title's records and its store row share a shard)."""
+    """The partition of ``key`` among ``count`` (BLAKE2b: the same in every process and on every runner).
+    The one shard function of the job: the lookup store and the Parquet shard writers use it too, so a
+    title's records and its store row share a shard."""
     if count == 1:
         return 0
     digest = hashlib.blake2b(key.encode("utf-8"), digest_size=8).digest()

@@ -19,7 +19,6 @@ expected shard is written, empty or not.
 from __future__ import annotations
 
 import datetime as _dt
-import hashlib
 import logging
 import os
 import shutil
@@ -28,6 +27,7 @@ from dataclasses import dataclass
 import apache_beam as beam
 import pyarrow as pa
 
+from pipelines.corpus.sorted_runs import stable_shard
 from pipelines.external_sort import ExternalSorter
 from schemas import SCHEMAS
 from schemas.corpus import MENTION_SOURCES
@@ -47,11 +47,6 @@ SORT_BUFFER_ROWS = 100_000  # rows a writer sorts in memory before spilling a ru
 
 def shard_name(prefix: str, index: int, count: int) -> str:
     return f"{prefix}-{index:05d}-of-{count:05d}.parquet"
-
-
-def stable_shard(key: str, count: int) -> int:
-    digest = hashlib.blake2b(key.encode("utf-8"), digest_size=8).digest()
-    return int.from_bytes(digest, "big") % count
 
 
 @dataclass(frozen=True, slots=True)

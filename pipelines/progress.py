@@ -54,12 +54,16 @@ class RangeProgress:
 
 
 def read_records(folder: str) -> list[dict]:
-    records = []
+    return list(read_records_by_path(folder).values())
+
+
+def read_records_by_path(folder: str) -> dict[str, dict]:
+    records = {}
     for path in storage.list_files(folder):
         if not path.endswith(".json"):
             continue
         try:
-            records.append(json.loads(storage.read_bytes(path)))
+            records[path] = json.loads(storage.read_bytes(path))
         except (OSError, ValueError):  # being replaced, or removed at the end
             continue
     return records
@@ -109,6 +113,7 @@ class ProgressPrinter:
         self.write = write
         self._stop = threading.Event()
         self._started = time.monotonic()
+        self._seen: dict[str, dict] = {}
         self._thread = threading.Thread(target=self._run, name="wikiedm-progress", daemon=True)
 
     def start(self) -> "ProgressPrinter":
@@ -117,8 +122,17 @@ class ProgressPrinter:
 
     def _run(self) -> None:
         while not self._stop.wait(self.every_s):
-            self.write(progress_line(read_records(self.folder), self.total_bytes, time.monotonic() - self._started))
+            self._print()
+
+    def _print(self) -> None:
+        # A record only grows, and the folder goes with the job's other working files at the end: keep the
+        # last record seen of each reader, so a late tick (or a slow listing) never goes back to zero.
+        self._seen.update(read_records_by_path(self.folder))
+        self.write(progress_line(list(self._seen.values()), self.total_bytes, time.monotonic() - self._started))
 
     def stop(self) -> None:
+        """Stop the thread and print a last line (what the readers had written when they ended)."""
         self._stop.set()
         self._thread.join(timeout=5)
+        if not self._thread.is_alive():
+            self._print()

@@ -87,6 +87,20 @@ def test_progress_line_shows_both_passes_rate_and_eta():
     assert progress_line([], 200, 3.0).startswith("progress: 3s elapsed")
 
 
+def test_progress_printer_keeps_the_last_records_after_the_folder_goes(tmp_path: Path):
+    """The job removes OUT/progress before the printer stops: the last line still shows what was read."""
+    from pipelines.progress import ProgressPrinter, RangeProgress
+
+    lines = []
+    printer = ProgressPrinter(str(tmp_path / "progress"), 100, 3600, lines.append).start()
+    RangeProgress(str(tmp_path / "progress"), 2, 0, 100, pages=7, bytes_read=100, done=True).write()
+    printer._print()
+    for path in (tmp_path / "progress").iterdir():
+        path.unlink()
+    printer.stop()
+    assert len(lines) == 2 and all("pass 2 (passages): 7 pages" in line for line in lines), lines
+
+
 @needs_shared
 def test_a_local_run_prints_progress_and_leaves_no_working_files(tmp_path: Path):
     out = tmp_path / "out"

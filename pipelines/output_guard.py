@@ -16,11 +16,18 @@ and size). The next run into the same folder compares:
 from __future__ import annotations
 
 import json
+import logging
 import os
+import threading
 
 from wikiedm import storage
 
+log = logging.getLogger(__name__)
+
 RUN_RECORD = ".wikiedm-run.json"
+# A dry run checks a remote --output too, but offline (or without credentials) the storage client retries for
+# minutes: a dry run that gets no answer in this time says so and goes on to build the job.
+DRY_RUN_CHECK_S = 20.0
 # Keys that change how the job runs, not what it writes (the same input and config give byte-identical files
 # whatever the reading parallelism): a rerun that changes them is the same run. ("job": an option of earlier
 # versions, in the manifests of their runs; both of its jobs made the same rows.)
@@ -93,3 +100,33 @@ def guard_output(output: str, config: dict, overwrite: bool, dry_run: bool = Fal
     if not dry_run:
         storage.write_json_atomic(record_path, identity)
     return found
+
+
+def guard_output_for_dry_run(output: str, config: dict, overwrite: bool, wait_s: float = DRY_RUN_CHECK_S) -> str:
+    """:func:`guard_output` of a dry run (which writes nothing), given ``wait_s`` to answer: a refusal is raised as
+    in a real run; no answer in time (a remote store out of reach), or a failure of the store, is logged and returns 'unchecked'."""
+    if not storage.is_remote(output):
+        return guard_output(output, config, overwrite, dry_run=True)
+    answer: dict = {}
+
+    def check() -> None:
+        try:
+            answer["found"] = guard_output(output, config, overwrite, dry_run=True)
+        except Exception as exc:  # handed to the caller below
+            answer["error"] = exc
+
+    # A daemon thread: a client still retrying when the dry run ends does not hold the process open.
+    thread = threading.Thread(target=check, name="wikiedm-dry-run-output-check", daemon=True)
+    thread.start()
+    thread.join(wait_s)
+    if isinstance(answer.get("error"), OutputInUseError):
+        raise answer["error"]
+    if "found" in answer:
+        return answer["found"]
+    if "error" in answer:
+        log.warning("dry run: the output folder %s could not be checked (%s); a real run checks it", output,
+                    answer["error"])
+        return "unchecked"
+    log.warning("dry run: %s gave no answer in %.0f s; the output folder was not checked (a real run checks it)",
+                output, wait_s)
+    return "unchecked"

@@ -100,7 +100,7 @@ def print_summary(output: str, seconds: float) -> None:
 
 def run(argv: list[str] | None = None) -> int:
     from pipelines.config import corpus_parser
-    from pipelines.output_guard import guard_output
+    from pipelines.output_guard import guard_output, guard_output_for_dry_run
 
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
@@ -108,7 +108,10 @@ def run(argv: list[str] | None = None) -> int:
         options = beam_options(beam_args)
         site, ranges = plan_input(cfg)
         dry_run = bool(options.view_as(TestOptions).dry_run)  # Dataflow: build and validate the job only
-        found = guard_output(cfg.output, cfg.to_dict(), flags.overwrite, dry_run)
+        if dry_run:
+            found = guard_output_for_dry_run(cfg.output, cfg.to_dict(), flags.overwrite)
+        else:
+            found = guard_output(cfg.output, cfg.to_dict(), flags.overwrite)
     except (ValueError, DumpError, OSError) as exc:
         print(f"wikiedm corpus: error: {exc}", file=sys.stderr)
         return 2

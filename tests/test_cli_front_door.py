@@ -254,3 +254,23 @@ def test_the_checks_import_no_torch_deepspeed_or_beam():
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PYTHONPATH": str(REPO)}, cwd=REPO)
     assert proc.returncode == 0 and proc.stdout.strip() == "[]", proc.stdout + proc.stderr[-2000:]
+
+
+def test_a_dry_run_checks_the_output_but_never_waits_minutes_on_an_unreachable_store(tmp_path, caplog):
+    """A dry run refuses a folder in use as a real run does, writes nothing, and when the store does not answer
+    in time (gs:// offline: the client retries for minutes) it says so and goes on."""
+    import time
+
+    from pipelines.output_guard import RUN_RECORD, OutputInUseError, guard_output_for_dry_run
+
+    (tmp_path / "someone-else.txt").write_text("theirs")
+    with pytest.raises(OutputInUseError, match="no wikiedm corpus"):
+        guard_output_for_dry_run(str(tmp_path), {"input": ""}, overwrite=True)
+    assert guard_output_for_dry_run(str(tmp_path / "new"), {"input": ""}, overwrite=False) == "new"
+    assert not (tmp_path / "new" / RUN_RECORD).exists()
+    started = time.monotonic()
+    with caplog.at_level("WARNING"):
+        found = guard_output_for_dry_run("gs://wikiedm-dry-run/out", {"input": ""}, overwrite=False, wait_s=1.0)
+    assert time.monotonic() - started < 10
+    if found == "unchecked":  # offline, as here; with network and no credentials the store refuses quickly
+        assert "was not checked" in caplog.text or "could not be checked" in caplog.text

@@ -469,7 +469,8 @@ def test_speed_long_article_many_aliases():
 
 _MIXED = ["new", "york", "u.s.", "u.s", "cafe\u0301", "caf", "e\u0301", "北京", "京", "大学", "l'", "homme",
           "-", "x-ray", "ray", "3", "shown", "shown 3", "a.b", "naïve", "na", "ïve", "_", "a_b", "b",
-          "New", "York", "cities", "city", "Cities", "'s", "cultivars", "cultivar", "Cultivar"]
+          "New", "York", "cities", "city", "Cities", "'s", "cultivars", "cultivar", "Cultivar", "boxes", "box",
+          "Paris", "paris", "2", "s'", "abcd北"]
 
 
 @given(
@@ -478,9 +479,10 @@ _MIXED = ["new", "york", "u.s.", "u.s", "cafe\u0301", "caf", "e\u0301", "北京"
     joiners=st.lists(st.sampled_from([" ", "", ", ", "-", "\u00a0"]), min_size=1, max_size=4),
     unspaced=st.booleans(),
     variants=st.booleans(),
+    alias_joiner=st.sampled_from(["", " "]),  # "new york" and "u.s.cities": the plural rule reads the last word
 )
 @settings(max_examples=400, deadline=None)
-def test_adjacent_token_filter_never_loses_a_label(words, aliases, joiners, unspaced, variants):
+def test_adjacent_token_filter_never_loses_a_label(words, aliases, joiners, unspaced, variants, alias_joiner):
     """Dropping aliases whose tokens are not adjacent in the page is an optimisation only:
     the labels equal those found when every alias goes to the matcher."""
     from unittest import mock
@@ -488,7 +490,7 @@ def test_adjacent_token_filter_never_loses_a_label(words, aliases, joiners, unsp
     from pipelines.corpus import labels as labels_module
 
     text = "".join(w + joiners[i % len(joiners)] for i, w in enumerate(words)).strip()
-    cands = [linked("".join(a), f"E{i}") for i, a in enumerate(aliases)]
+    cands = [linked(alias_joiner.join(a), f"E{i}") for i, a in enumerate(aliases)]
     cfg = LabelConfig(min_alias_chars=1, match_unspaced_scripts=unspaced, stopwords="none")
     if variants:  # English case, plural and possessive variant rules on a case-sensitive first-letter wiki
         cfg = dataclasses.replace(cfg, language="en", case_sensitive=True, title_case="first-letter")
@@ -512,6 +514,21 @@ def test_adjacent_token_filter_drops_aliases_whose_words_are_apart():
     assert page.may_hold("shown 5") and page.may_hold("u.s.") and page.may_hold("in u.s. news")
     assert not page.may_hold("shown 3") and not page.may_hold("times 3") and not page.may_hold("Paris")
     assert not page.may_hold("paris saint-germain") and page.may_hold("  ")  # no tokens: not decided here
+
+
+def test_variant_filter_checks_the_last_pair_of_each_variant():
+    """A hub's numbered aliases ("Paris 2" .. "Paris 64") share the page's first word but not its last pair:
+    no variant of theirs can hold, so they stop at the filter; a plural's last pair passes it."""
+    from pipelines.corpus.labels import _TOKENS_WHOLE_WORDS, _alias_shape, _PageTokens
+
+    page = _PageTokens.of("paris has two rootstocks and one city", _TOKENS_WHOLE_WORDS)
+    shape = lambda alias: _alias_shape(alias, False, _TOKENS_WHOLE_WORDS)  # noqa: E731
+    assert shape("Paris 2")[4] == ("Paris 2",)  # the case variant's; the plural rule skips a digit
+    assert not page.admits(True, shape("Paris 2"), variants=True, possessive=True)
+    assert page.admits(True, shape("two rootstock"), variants=True, possessive=False)  # "two rootstocks"
+    assert page.admits(True, shape("one cities"), variants=True, possessive=False)  # "one city"
+    assert not page.admits(True, shape("one town"), variants=True, possessive=False)
+    assert shape("Paris's")[4] is None  # its possessive base is one token: no pair to check
 
 
 def test_variant_labels_do_not_depend_on_the_order_candidates_arrive_in():

@@ -387,7 +387,8 @@ PackedAlias = tuple[str, float, bool, str, tuple]
 def pack_alias(alias: str, prior: float, curated: bool, config: "LabelConfig") -> PackedAlias:
     """A usable alias as :func:`label_page` reads it, for ``config``'s folding and tokens."""
     token_re = _TOKENS_SPLITTING_UNSPACED if config.match_unspaced_scripts else _TOKENS_WHOLE_WORDS
-    return alias, prior, curated, first_token(alias, config), _alias_shape(alias, config.case_sensitive, token_re)
+    return (alias, prior, curated, first_token(alias, config),
+            _alias_shape(alias, config.case_sensitive, token_re))
 
 
 def first_token(alias: str, config: LabelConfig) -> str:
@@ -808,14 +809,21 @@ class _PageTokens:
         """Can the alias (or, with ``variants``, a variant of it) occur in the page as whole words,
         its first token being in the page (``exact_first``) or else a variant's (the caller checked
         that one: :func:`_loose_forms`)? Its tokens must be in a row; with ``variants`` its inner
-        tokens suffice (the variant rules change only the first and the last word), with
-        ``possessive`` also its possessive base's."""
-        _folded, pairs, inner, base_pairs = shape
+        tokens suffice (the variant rules change only the first and the last word) when one of its
+        variants' last pairs is in the page too, with ``possessive`` also its possessive base's."""
+        _folded, pairs, inner, base_pairs, variant_ends = shape
         adjacent = self.adjacent
         if exact_first:
-            return (adjacent.issuperset(pairs) or (variants and adjacent.issuperset(inner))
+            return (adjacent.issuperset(pairs) or (variants and self._variant_may_hold(inner, variant_ends))
                     or (possessive and base_pairs is not None and adjacent.issuperset(base_pairs)))
-        return variants and adjacent.issuperset(inner)
+        return variants and self._variant_may_hold(inner, variant_ends)
+
+    def _variant_may_hold(self, inner: tuple[str, ...], variant_ends: "tuple[str, ...] | None") -> bool:
+        # A variant holds only where its last pair does: an alias "Paris 2" whose first word the page has
+        # stops here, not after its variants are made and looked for (a hub's numbered aliases were ~15k
+        # checks per page on the replicated scale input).
+        adjacent = self.adjacent
+        return adjacent.issuperset(inner) and (variant_ends is None or not adjacent.isdisjoint(variant_ends))
 
 
 _PAIR = " ".join
@@ -841,15 +849,32 @@ def _token_pairs(tokens: list[str]) -> tuple[str, ...]:
     return tuple(map(_PAIR, zip(tokens, tokens[1:])))
 
 
-# (folded alias, its token pairs, those of tokens[1:-1], those of its possessive base or None)
-_AliasShape = tuple[str, tuple[str, ...], tuple[str, ...], "tuple[str, ...] | None"]
+# (folded alias, its token pairs, those of tokens[1:-1], those of its possessive base or None, the last pair of
+# each of its variants (None: a variant of fewer than two tokens, which no pair rules out))
+_AliasShape = tuple[str, tuple[str, ...], tuple[str, ...], "tuple[str, ...] | None", "tuple[str, ...] | None"]
 
 
 def _alias_shape(alias: str, case_sensitive: bool, token_re: re.Pattern) -> _AliasShape:
     folded = alias if case_sensitive else _fold(alias, False)
     pairs = _token_pairs(token_re.findall(folded))
     base = english_possessive_base(folded)
-    return folded, pairs, pairs[1:-1], None if base is None else _token_pairs(token_re.findall(base))
+    return (folded, pairs, pairs[1:-1], None if base is None else _token_pairs(token_re.findall(base)),
+            _variant_ends(folded, token_re))
+
+
+_ALL_VARIANT_RULES = (ALIAS_FIRST_LETTER_CASE, ALIAS_PLURAL_EN, ALIAS_POSSESSIVE_EN)
+
+
+def _variant_ends(folded: str, token_re: re.Pattern) -> tuple[str, ...] | None:
+    """The last token pair of each variant that any rules may make of the folded alias (all rules, lowerable:
+    every variant a page of any config may ask for), sorted; None when one has fewer than two tokens."""
+    ends = set()
+    for text, _source in _variants(folded, _ALL_VARIANT_RULES, True):
+        pairs = _token_pairs(token_re.findall(text))
+        if not pairs:
+            return None
+        ends.add(pairs[-1])
+    return tuple(sorted(ends))
 
 
 @functools.lru_cache(maxsize=1 << 16)

@@ -496,6 +496,11 @@ def test_adjacent_token_filter_never_loses_a_label(words, aliases, joiners, unsp
         cfg = dataclasses.replace(cfg, language="en", case_sensitive=True, title_case="first-letter")
         assert len(cfg.variant_rules) == 3
     filtered = label_missing_mentions(text, [], cands, cfg)
+    # The job's gate (the store decodes only the aliases whose gate keys the page holds) drops nothing either.
+    page = labels_module.prepare_page(text, cfg)
+    gated = [(entity, origins, tuple(a for a in aliases if page.may_admit(labels_module.alias_gate(a))))
+             for entity, origins, aliases in labels_module._packed(cands, cfg)]
+    assert labels_module.label_page(text, [], gated, cfg, page) == filtered
     # Every alias past the first-token test, and every alias and variant into the automaton.
     with mock.patch.object(labels_module._PageTokens, "admits", lambda self, *args: True), \
             mock.patch.object(labels_module._PageTokens, "may_hold", lambda self, word: True):

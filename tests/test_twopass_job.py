@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from pipelines.corpus.labels import LabelConfig, pack_alias, prepare_page
 from pipelines.corpus.lookup_store import (
     ALIASES,
     FIRST_ARTICLE,
@@ -25,8 +26,8 @@ RECORDS = [
     (RESOLUTION, "Lutetia", ("article", "Paris")),
     (RESOLUTION, "Twin", ("disambiguation", "Twin")),
     (RESOLUTION, "Twin", ("article", "Twin")),  # a title with two pages (a broken dump): the smallest wins
-    (ALIASES, "Paris", [((True, -1, True, "City of Light"), ("City of Light", 0.5, False, "City")),
-                        ((False, 0, True, "Paris"), ("Paris", 0.9, True, "Paris"))]),
+    (ALIASES, "Paris", [((True, -1, True, "City of Light"), pack_alias("City of Light", 0.5, False, LabelConfig())),
+                        ((False, 0, True, "Paris"), pack_alias("Paris", 0.9, True, LabelConfig()))]),
     (VOCAB_ID, "Paris", 3),
     (FIRST_ARTICLE, "Paris", 40),
     (FIRST_ARTICLE, "Paris", 12),
@@ -65,7 +66,7 @@ def test_stored_aliases_give_each_page_what_ranked_aliases_give(tmp_path: Path):
     head plus its own anchor texts in rank order, as RankedAliases.for_page gives them from the whole list."""
     from pipelines.corpus.candidates import RankedAliases
 
-    ranked = [((i,), (f"alias {i}", 0.1, False, "alias", ())) for i in range(40)]
+    ranked = [((i,), pack_alias(f"alias {i}", 0.1, False, LabelConfig())) for i in range(40)]
     records = [(ALIASES, "Hub", list(reversed(ranked))), (RESOLUTION, "Hub", ("article", "Hub"))]
     whole = RankedAliases([packed for _rank, packed in ranked])
     for head in (4, 10, None):
@@ -76,6 +77,11 @@ def test_stored_aliases_give_each_page_what_ranked_aliases_give(tmp_path: Path):
         for top in (4, 10):
             for anchors in ((), ("alias 2",), ("alias 30", "alias 12", "nope", None), ("alias 7", "alias 39")):
                 assert stored.for_page(top, anchors) == whole.for_page(top, anchors), (head, top, anchors)
+                # With the page: only the aliases it may hold, decoded from the store's gate index.
+                page = prepare_page("We saw alias 2, then alias 30 and Alias 7; alias is a word.", LabelConfig())
+                gated = stored.for_page(top, anchors, page)
+                assert gated == whole.for_page(top, anchors, page) == tuple(
+                    a for a in whole.for_page(top, anchors) if a[0] in ("alias 2", "alias 30", "alias 7")), gated
 
 
 def test_progress_line_shows_both_passes_rate_and_eta():

@@ -19,6 +19,8 @@ from pipelines.corpus.labels import (
     AliasCandidate,
     LabelConfig,
     PackedAlias,
+    PreparedPage,
+    alias_gate,
     is_curated_name,
     pack_alias,
     rejection_reason,
@@ -62,17 +64,21 @@ class RankedAliases:
         self.ranked = ranked
         self.position = {alias[0]: i for i, alias in enumerate(ranked)}
 
-    def for_page(self, top: int, page_anchors) -> tuple[PackedAlias, ...]:
+    def for_page(self, top: int, page_anchors, page: PreparedPage | None = None) -> tuple[PackedAlias, ...]:
         """The first ``top`` aliases, then any later one that is among the page's own
-        (cleaned) anchor texts for the entity, in rank order."""
+        (cleaned) anchor texts for the entity, in rank order. With ``page``, only those the page may
+        admit (:meth:`PreparedPage.may_admit`: the others could label nothing in it)."""
         head = self.ranked[:top]
-        if len(self.ranked) <= top or not page_anchors:
-            return tuple(head)
-        later = sorted(i for i in (self.position.get(a) for a in page_anchors) if i is not None and i >= top)
-        return tuple(head) + tuple(self.ranked[i] for i in later)
+        if len(self.ranked) > top and page_anchors:
+            later = sorted(i for i in (self.position.get(a) for a in page_anchors) if i is not None and i >= top)
+            head += [self.ranked[i] for i in later]
+        if page is not None:
+            return tuple(alias for alias in head if page.may_admit(alias_gate(alias)))
+        return tuple(head)
 
 
-def page_candidates(title: str, links, resolve, aliases_of, keep_red_links: bool, top_per_page: int):
+def page_candidates(title: str, links, resolve, aliases_of, keep_red_links: bool, top_per_page: int,
+                    page: PreparedPage | None = None):
     """One page's hyperlink mentions and label candidates, from table lookups (the two-pass job).
 
     ``links``: the article's LinkMentions; ``resolve(target)`` -> (status, entity) of a link target
@@ -82,7 +88,8 @@ def page_candidates(title: str, links, resolve, aliases_of, keep_red_links: bool
     Returns (hyperlinks, entities): a Mention for every link whose target resolves to an entity (in
     link order), and (entity, origins, aliases) for each entity the page links to or is titled by,
     with the aliases :meth:`RankedAliases.for_page` picks (the first ``top_per_page`` and the page's
-    own anchor texts of the entity), for those with any.
+    own anchor texts of the entity), for those with any; with ``page`` (:func:`prepare_page` of the article),
+    only the aliases it may admit.
     """
     entity_of: dict[str, str] = {}
     anchors: dict[str, set] = {}
@@ -108,7 +115,7 @@ def page_candidates(title: str, links, resolve, aliases_of, keep_red_links: bool
         ranked = aliases_of(entity)
         if ranked is None:
             continue
-        aliases = ranked.for_page(top_per_page, anchors.get(entity, ()))
+        aliases = ranked.for_page(top_per_page, anchors.get(entity, ()), page)
         if aliases:
             entities.append((entity, origins, aliases))
     return hyperlinks, entities

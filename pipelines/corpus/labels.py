@@ -423,25 +423,81 @@ def targets_for_candidates(candidates: Sequence[AliasCandidate], config: LabelCo
     return _resolve_targets(_packed(candidates, config), None, config)
 
 
+@dataclass(frozen=True, slots=True)
+class PreparedPage:
+    """A page's folded text and tokens as :func:`label_page` reads them, made once per page
+    (:func:`prepare_page`): the job also asks :meth:`may_admit` of each stored alias before it is decoded."""
+
+    folded: str
+    present: "_PageTokens"
+    loose: set[str] | None  # _loose_forms of the page's tokens, when variant rules run
+
+    def may_admit(self, gate: Iterable[str]) -> bool:
+        """Can an alias with these :func:`alias_gate` keys pass the labeller's filters on this page? False
+        only when it cannot: the alias would be dropped by :func:`_resolve_targets` before any other use."""
+        present = self.present
+        return not (present.adjacent.isdisjoint(gate) and present.present.isdisjoint(gate)
+                    and (self.loose is None or self.loose.isdisjoint(gate)))
+
+    def keys_in(self, gates: dict) -> set[str]:
+        """The keys of a stored alias index (gate key -> aliases) that this page holds (set operations in C)."""
+        present = self.present
+        found = present.adjacent.intersection(gates)
+        found.update(present.present.intersection(gates))
+        if self.loose is not None:
+            found.update(self.loose.intersection(gates))
+        return found
+
+
+def prepare_page(text: str, config: LabelConfig) -> PreparedPage | None:
+    """The page as :func:`label_page` reads it (None: a page it labels nothing in)."""
+    if not text or config.hyperlinks_only:
+        return None
+    folded = _fold(text, config.case_sensitive)
+    token_re = _TOKENS_SPLITTING_UNSPACED if config.match_unspaced_scripts else _TOKENS_WHOLE_WORDS
+    present = _PageTokens.of(folded, token_re)
+    rules = config.variant_rules
+    return PreparedPage(folded, present, _loose_forms(present.present, rules) if rules else None)
+
+
+def alias_gate(packed: PackedAlias) -> tuple[str, ...]:
+    """Keys of a packed alias of which a page must hold one (a token pair, a token or a loose form of one:
+    :meth:`PreparedPage.may_admit`) for the alias to pass :meth:`_PageTokens.admits` and the first-token test
+    under any config: the last pair of the alias, or its first token when it has one token; each variant's last
+    pair (:func:`_variant_ends`), or the first token's loose forms when a variant has one token; the last pair
+    of its possessive base. Made once per stored alias, so that a page skips most aliases undecoded."""
+    first, (_folded, pairs, _inner, base_pairs, ends) = packed[3], packed[4]
+    keys = {pairs[-1] if pairs else first}
+    if ends is None:
+        keys.add(first)
+        keys.update(_loose_keys(first))
+    else:
+        keys.update(ends)
+    if base_pairs is not None:
+        keys.add(base_pairs[-1] if base_pairs else first)
+    return tuple(sorted(keys))
+
+
 def label_page(
     text: str,
     hyperlinks: Sequence[Mention],
     entities: Iterable[tuple[str, tuple[str, ...], Sequence[PackedAlias]]],
     config: LabelConfig,
+    page: PreparedPage | None = None,
 ) -> list[Mention]:
     """New mentions of the page from (entity, origins, usable packed aliases) triples.
 
     The aliases must already pass :func:`rejection_reason`; an entity may come
-    more than once (its evidence is merged).
+    more than once (its evidence is merged). ``page``: :func:`prepare_page` of ``text``, when the caller made it.
     """
     if not text or config.hyperlinks_only:
         return []
-    folded = _fold(text, config.case_sensitive)
-    token_re = _TOKENS_SPLITTING_UNSPACED if config.match_unspaced_scripts else _TOKENS_WHOLE_WORDS
-    present = _PageTokens.of(folded, token_re)
+    if page is None:
+        page = prepare_page(text, config)
+    folded, present, loose = page.folded, page.present, page.loose
     rules = config.variant_rules
     anchors = _page_anchors(folded, hyperlinks)
-    targets = _resolve_targets(entities, present, config, anchors, _loose_forms(present.present, rules) if rules else None)
+    targets = _resolve_targets(entities, present, config, anchors, loose)
     if config.label_numbers and config.require_letter:
         _add_number_targets(targets, anchors, config)
     variants = _variant_targets(targets, rules, config, _positional_capitals(folded, anchors), present) if rules else {}
@@ -859,7 +915,8 @@ def _alias_shape(alias: str, case_sensitive: bool, token_re: re.Pattern) -> _Ali
     pairs = _token_pairs(token_re.findall(folded))
     base = english_possessive_base(folded)
     return (folded, pairs, pairs[1:-1], None if base is None else _token_pairs(token_re.findall(base)),
-            _variant_ends(folded, token_re))
+            # One token: its variants have one token too (a case or number rule keeps a cased word whole).
+            _variant_ends(folded, token_re) if pairs else None)
 
 
 _ALL_VARIANT_RULES = (ALIAS_FIRST_LETTER_CASE, ALIAS_PLURAL_EN, ALIAS_POSSESSIVE_EN)

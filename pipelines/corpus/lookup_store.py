@@ -8,7 +8,10 @@ that describes the entity). All four are keyed by a title, so one row per title 
 An entity's aliases are split (``head_aliases``, the labeller's ``top_aliases_per_page``): the first ones,
 which every page that refers to the entity receives, are in its title row; the others, which a page receives
 only when it uses them itself as anchor texts of the entity, are rows of ``extra_aliases`` keyed by (entity,
-alias). So a page reads the head and its own anchors, not a hub's thousands of aliases.
+alias). So a page reads the head and its own anchors, not a hub's thousands of aliases. The head is stored
+as each alias's pickle beside an index from its gate keys (:func:`~pipelines.corpus.labels.alias_gate`) to
+its positions: a page decodes only the aliases whose keys it holds (an entity's aliases mostly share the page's
+first word, rarely its word pairs), and a cached row costs little memory.
 
 The store is ``shards`` SQLite files (stdlib, maintained, memory-mapped reads through the page cache:
 every process on a machine shares one copy). A title's shard is ``stable_shard(title, shards)``. A shard
@@ -27,6 +30,7 @@ from collections import OrderedDict
 from typing import Iterable, Iterator
 
 from pipelines.corpus.candidates import RankedAliases
+from pipelines.corpus.labels import PreparedPage, alias_gate
 from pipelines.corpus.sorted_runs import stable_shard
 from pipelines.external_sort import ExternalSorter
 
@@ -83,9 +87,19 @@ def _finish(row: list, head_aliases: int | None) -> tuple[tuple, list]:
         head = ranked if head_aliases is None else ranked[:head_aliases]
         extra = [(row[0], packed[0], len(head) + i, pickle.dumps(packed, protocol=pickle.HIGHEST_PROTOCOL))
                  for i, packed in enumerate(ranked[len(head):])]
-        row[3] = pickle.dumps(head, protocol=pickle.HIGHEST_PROTOCOL)
+        row[3] = pickle.dumps(encode_head(head), protocol=pickle.HIGHEST_PROTOCOL)
         row[6] = len(extra)
     return tuple(row), extra
+
+
+def encode_head(head: list) -> tuple[dict[str, tuple[int, ...]], tuple[bytes, ...]]:
+    """An entity's head aliases as stored: (gate key -> positions, each alias's pickle)."""
+    gates: dict[str, list[int]] = {}
+    for position, packed in enumerate(head):
+        for key in alias_gate(packed):
+            gates.setdefault(key, []).append(position)
+    blobs = tuple(pickle.dumps(packed, protocol=pickle.HIGHEST_PROTOCOL) for packed in head)
+    return {key: tuple(positions) for key, positions in gates.items()}, blobs
 
 
 def write_shard(records: Iterable[tuple], path: str, sort_buffer: int = 200_000, head_aliases: int | None = None) -> int:
@@ -130,16 +144,22 @@ def _insert(db, rows: list, extras: list) -> int:
 
 
 class StoredAliases:
-    """An entity's ranked aliases as the store holds them: the head in memory, the others looked up by
-    alias when a page uses them as anchor texts. :meth:`for_page` is :meth:`RankedAliases.for_page`."""
+    """An entity's ranked aliases as the store holds them: the head in memory (undecoded, with its gate index),
+    the others looked up by alias when a page uses them as anchor texts. :meth:`for_page` is
+    :meth:`RankedAliases.for_page`."""
 
-    __slots__ = ("head", "more", "entity", "_db")
+    __slots__ = ("gates", "blobs", "more", "entity", "_db")
 
-    def __init__(self, head: list, more: int, entity: str, db) -> None:
-        self.head = head
+    def __init__(self, encoded_head: tuple, more: int, entity: str, db) -> None:
+        self.gates, self.blobs = encoded_head
         self.more = more
         self.entity = entity
         self._db = db
+
+    @property
+    def head(self) -> list:
+        """The head aliases, decoded (for tests and tools, not per page)."""
+        return [pickle.loads(blob) for blob in self.blobs]
 
     @property
     def ranked(self) -> list:
@@ -148,24 +168,34 @@ class StoredAliases:
                                 (self.entity,)).fetchall() if self.more else []
         return self.head + [pickle.loads(packed) for (packed,) in rows]
 
-    def for_page(self, top: int, page_anchors) -> tuple:
-        head = self.head
-        if len(head) < top and self.more:  # stored with a smaller head than asked for
-            return RankedAliases(self.ranked).for_page(top, page_anchors)
-        if (len(head) <= top and not self.more) or not page_anchors:
-            return tuple(head[:top])
+    def for_page(self, top: int, page_anchors, page: PreparedPage | None = None) -> tuple:
+        blobs = self.blobs
+        if len(blobs) < top and self.more:  # stored with a smaller head than asked for
+            return RankedAliases(self.ranked).for_page(top, page_anchors, page)
+        if page is None:
+            chosen = [pickle.loads(blob) for blob in blobs[:top]]
+        else:  # only the aliases the page may admit, decoded in rank order
+            wanted: set[int] = set()
+            for key in page.keys_in(self.gates):
+                wanted.update(self.gates[key])
+            chosen = [pickle.loads(blobs[i]) for i in sorted(wanted) if i < top]
+        if (len(blobs) <= top and not self.more) or not page_anchors:
+            return tuple(chosen)
         anchors = {a for a in page_anchors if a is not None}
-        later = [alias for alias in head[top:] if alias[0] in anchors]
+        later = [pickle.loads(blob) for blob in blobs[top:]]
+        later = [alias for alias in later if alias[0] in anchors]
         if self.more and anchors:
-            wanted = sorted(anchors)
+            wanted_aliases = sorted(anchors)
             found = []
-            for i in range(0, len(wanted), _BATCH):
-                part = wanted[i:i + _BATCH]
+            for i in range(0, len(wanted_aliases), _BATCH):
+                part = wanted_aliases[i:i + _BATCH]
                 query = (f"SELECT position, packed FROM extra_aliases WHERE entity = ? AND alias IN "
                          f"({','.join('?' * len(part))})")
                 found += self._db.execute(query, [self.entity, *part]).fetchall()
             later += [pickle.loads(packed) for _position, packed in sorted(found)]
-        return tuple(head[:top]) + tuple(later)
+        if page is not None:
+            later = [alias for alias in later if page.may_admit(alias_gate(alias))]
+        return tuple(chosen) + tuple(later)
 
 
 class LookupStore:
@@ -242,7 +272,7 @@ def _weight(value) -> int:
     """A cached row's aliases (a row without aliases, or an absent title: 0)."""
     if value is _ABSENT or value[2] is None:
         return 0
-    return len(value[2].head)
+    return len(value[2].blobs)
 
 
 _OPEN: dict[tuple, LookupStore] = {}

@@ -30,7 +30,7 @@ from apache_beam.utils.shared import Shared
 from pipelines.corpus.article_cache import CacheChunk, read_chunk
 from pipelines.corpus.candidates import page_candidates
 from pipelines.corpus.descriptions import first_paragraph
-from pipelines.corpus.labels import LabelConfig, label_page
+from pipelines.corpus.labels import LabelConfig, label_page, prepare_page
 from pipelines.corpus.lookup_store import open_store
 from pipelines.corpus.page_kinds import classify_page
 from pipelines.corpus.resolution import ARTICLE, RED_LINK
@@ -170,9 +170,11 @@ class WritePassagesByRangeFn(ChunkWindowsFn):
             row = rows.get(entity)
             return row[2] if row is not None else None
 
+        # The page's tokens first: the store decodes only the aliases the page may hold (most it cannot).
+        page = prepare_page(article.text, self.labels)
         hyperlinks, candidates = page_candidates(article.title, article.links, resolution.__getitem__, aliases_of,
-                                                 self.keep_red_links, self.labels.top_aliases_per_page)
-        labels = label_page(article.text, hyperlinks, candidates, self.labels)
+                                                 self.keep_red_links, self.labels.top_aliases_per_page, page)
+        labels = label_page(article.text, hyperlinks, candidates, self.labels, page)
         self.count("volume/WritePassagesByRange/pages")
         self.count(f"mentions/{HYPERLINK}", len(hyperlinks))
         for source, n in Counter(label.source for label in labels).items():

@@ -214,9 +214,15 @@ def nearest(word: str, candidates, cutoff: float = 0.6) -> str:
     return by_leaf[found[0]] if found else ""
 
 
-def removed_options(cls) -> dict[str, str]:
-    """The keys ``cls`` once had and has no more, each with what replaced it (its ``REMOVED_OPTIONS``)."""
-    return dict(getattr(cls, "REMOVED_OPTIONS", None) or {})
+def removed_options(cls, prefix: str = "") -> dict[str, str]:
+    """The keys ``cls`` once had and has no more, each with what replaced it: its ``REMOVED_OPTIONS`` and its
+    sections', by dotted name (``{"num_shards": ..., "labels.old_key": ...}``)."""
+    removed = {prefix + key: why for key, why in (getattr(cls, "REMOVED_OPTIONS", None) or {}).items()}
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        if dataclasses.is_dataclass(hints[f.name]):
+            removed.update(removed_options(hints[f.name], prefix + f.name + "."))
+    return removed
 
 
 def removed_option(key: str, replaced_by: str, where: str = "") -> ConfigError:

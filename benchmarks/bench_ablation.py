@@ -12,7 +12,7 @@ batch, sequence length, learning rate and schedule; seeds 1, 2, 3 (``train.seed`
 sample order, masking, dropout), the same three for every variant, so variants are paired by seed.
 - dumps: ``ukwiki`` = ../shared/wikidumps/ukwiki-2023-first100k-lines-truncated.xml.xz and
   ``enwiki206`` = ../shared/wikidumps/enwiki-2016-206pages-articles1.xml.bz2;
-- corpora, from one dump by the corpus job with ``--keep_red_links true --num_shards 1
+- corpora, from one dump by the corpus job with ``--keep_red_links true
   --validation_fraction 0.05`` (``enwiki206``: 0.1, it has ~100 articles): ``hyperlinks`` adds
   ``--labels.hyperlinks_only true`` (the editors' links alone), ``labels`` is the job's default
   (hyperlinks + the EDMem 3.3.1 labels). Same pages, split (a hash of the page id), windows and
@@ -95,7 +95,7 @@ DUMPS = {
 CORPORA = {"hyperlinks": ("--labels.hyperlinks_only", "true"), "labels": ()}
 MODELS = {"bart": "none", "edmem": "entity"}
 SEEDS = (1, 2, 3)
-CORPUS_JOB_ARGS = ("--keep_red_links", "true", "--num_shards", "1")
+CORPUS_JOB_ARGS = ("--keep_red_links", "true")
 CONFIGS = {
     "small": {"yaml": "configs/pretrain/tiny.yaml", "steps": 32, "parallel": 2, "threads": 1, "eval_passages": 128,
               "overrides": ("--train.global_batch_size", "8", "--train.micro_batch_size", "8",

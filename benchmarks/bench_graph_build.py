@@ -75,7 +75,7 @@ def build_graph(dump: str, out: str) -> None:
 
 def run_job(dump: str, out: str) -> None:
     with contextlib.redirect_stdout(io.StringIO()):
-        code = job.run(["--input", dump, "--output", out, "--num_shards", "1", "--progress_every_s", "600"])
+        code = job.run(["--input", dump, "--output", out, "--progress_every_s", "600"])
     if code != 0:
         raise SystemExit(f"the job failed on {dump} ({code})")
 

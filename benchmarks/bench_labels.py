@@ -232,7 +232,7 @@ def window_settings(job_flags: list[str]) -> dict:
 
 def run_job(dump: str, out: str, extra: list[str]) -> float:
     cmd = [sys.executable, "-m", "pipelines.wiki_mentions", "--input", dump, "--output", out,
-           "--keep_red_links", "true", "--num_shards", "1", "--direct_num_workers", "1", *extra]
+           "--keep_red_links", "true", "--direct_num_workers", "1", *extra]
     started = time.perf_counter()
     subprocess.run(cmd, check=True, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return time.perf_counter() - started

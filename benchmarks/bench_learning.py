@@ -12,7 +12,7 @@ benchmarks/results/learning_gpu.json (grid gpu), each with its .png; docs/ablati
 Protocol (fixed before the first control run; the figures it produced were not seen when it was written):
 
 Data. The shared ukwiki excerpt (../shared/wikidumps/ukwiki-2023-first100k-lines-truncated.xml.xz, ~530 pages).
-The corpus job with ``--keep_red_links true --num_shards 1 --validation_fraction 0.05`` makes a GPT-2-tokenized
+The corpus job with ``--keep_red_links true --validation_fraction 0.05`` makes a GPT-2-tokenized
 hyperlinks-only corpus; ``wikiedm train-tokenizer --vocab_size 4096`` learns a byte-level BPE from its train
 split's text; the corpus job runs again with that tokenizer, twice: ``hyperlinks`` (``--labels.hyperlinks_only
 true``) and ``labels`` (hyperlinks + the EDMem 3.3.1 labels). Same pages, split and entity vocabulary.
@@ -70,7 +70,7 @@ DUMP = "ukwiki-2023-first100k-lines-truncated.xml.xz"
 OUT = REPO / "out" / "learning"
 RESULTS = REPO / "benchmarks" / "results"
 VOCAB_SIZE = 4096
-CORPUS_JOB_ARGS = ("--keep_red_links", "true", "--num_shards", "1", "--validation_fraction", "0.05")
+CORPUS_JOB_ARGS = ("--keep_red_links", "true", "--validation_fraction", "0.05")
 CORPORA = {"hyperlinks": ("--labels.hyperlinks_only", "true"), "labels": ()}
 MODELS = {"edmem": "entity", "bart": "none"}
 ARMS = {"control": (("labels", "edmem"), ("labels", "bart")),

@@ -56,7 +56,7 @@ def build_sample_corpus(workdir: Path) -> Path:
     subprocess.run([sys.executable, "-m", "pipelines.sample_dump", str(dump)], cwd=REPO, check=True,
                    capture_output=True)
     subprocess.run([sys.executable, "-m", "pipelines.wiki_mentions", "--input", str(dump), "--output", str(out),
-                    "--num_shards", "2", "--validation_fraction", "0.2"], cwd=REPO, check=True, capture_output=True)
+                    "--validation_fraction", "0.2"], cwd=REPO, check=True, capture_output=True)
     return out
 
 

@@ -39,7 +39,7 @@ def bench_dump(dump: Path, work: Path, steps: int, limit: int) -> dict:
     corpus, model, report = work / "corpus", work / "model", work / "eval.json"
     started = time.perf_counter()
     run([sys.executable, "-m", "pipelines.wiki_mentions", "--input", str(dump), "--output", str(corpus),
-         "--keep_red_links", "true", "--num_shards", "1", "--validation_fraction", "0.3"])
+         "--keep_red_links", "true", "--validation_fraction", "0.3"])
     run([sys.executable, "-m", "linker.train", "--config", "configs/linker/train_tiny.yaml", "--corpus", str(corpus),
          "--output", str(model), "--max_steps", str(steps), "--eval_every", "0", "--eval_examples", "200"])
     run([sys.executable, "-m", "linker.evaluate", "--model", str(model), "--corpus", str(corpus), "--fast", "true",

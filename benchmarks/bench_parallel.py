@@ -32,7 +32,7 @@ SETTINGS = {
 
 def run_job(dump: Path, out: str, extra: list[str]) -> dict:
     return measure([sys.executable, "-m", "pipelines.wiki_mentions", "--input", str(dump), "--output", out,
-                    "--num_shards", "2", "--keep_red_links", "true", "--read_range_mb", "1", *extra])
+                    "--keep_red_links", "true", "--read_range_mb", "1", *extra])
 
 
 def digests(out: str) -> dict[str, str]:

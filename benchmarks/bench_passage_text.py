@@ -28,7 +28,7 @@ DEFAULT_DUMPS = ("enwiki-2016-206pages-articles1.xml.bz2", "ukwiki-2023-first100
 
 def run_job(dump: Path, out: Path, passage_text: bool) -> dict:
     cmd = [sys.executable, "-m", "pipelines.wiki_mentions", "--input", str(dump), "--output", str(out),
-           "--num_shards", "1", "--keep_red_links", "true", "--passage_text", str(passage_text).lower()]
+           "--keep_red_links", "true", "--passage_text", str(passage_text).lower()]
     subprocess.run(cmd, cwd=REPO, check=True, capture_output=True, text=True)
     return json.loads((out / "manifest.json").read_text())
 

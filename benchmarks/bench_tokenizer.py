@@ -34,7 +34,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 WIKIDUMPS = (REPO / ".." / "shared" / "wikidumps").resolve()
 DUMP = "ukwiki-2023-first100k-lines-truncated.xml.xz"
-JOB_ARGS = ("--num_shards", "1", "--validation_fraction", "0.1")
+JOB_ARGS = ("--validation_fraction", "0.1")
 
 
 def run(cmd: list[str], **kwargs) -> subprocess.CompletedProcess:

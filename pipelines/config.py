@@ -12,15 +12,35 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import ClassVar
 
 from pipelines.corpus.labels import LabelConfig
 from wikiedm.config import ConfigError, ConfigParser, convert, parse_bool, parse_config  # noqa: F401 - re-exported
 from wikiedm.fields import option
 
+_ONE_FILE_PER_UNIT = ("the job writes one {what} for each unit of pass 2 (a chunk of --cache_chunk_articles cached "
+                      "articles; with --article_cache false, a read range of --read_range_mb): drop the option, or "
+                      "set --cache_chunk_articles")
+
 
 @dataclass
 class WikiMentionsConfig:
     """Everything that decides the corpus job's output (recorded in manifest.json)."""
+
+    # Options of earlier versions (the shuffle job's), each with what replaced it: given on the command line or in
+    # a YAML file, one is a one-line error (wikiedm.config); in the run record or manifest of an earlier run it is
+    # left out of the comparison (pipelines.output_guard).
+    REMOVED_OPTIONS: ClassVar[dict[str, str]] = {
+        "num_shards": _ONE_FILE_PER_UNIT.format(what="passages file per split"),
+        "passages_per_shard": _ONE_FILE_PER_UNIT.format(what="passages file per split"),
+        "description_shards": _ONE_FILE_PER_UNIT.format(what="entity_descriptions file"),
+        "descriptions_per_shard": _ONE_FILE_PER_UNIT.format(what="entity_descriptions file"),
+        "alias_rows_per_shard": "the alias table is written one file per alias shard: set --alias_shards "
+                                "(0 = as many as --lookup_shards), or drop the option",
+        "max_join_group": "pass 1 streams each key's records from sorted run files and holds no join group "
+                          "(--sort_buffer_rows bounds a writer's memory, --lookup_shards sets pass 1's parallelism); "
+                          "drop the option",
+    }
 
     input: str = option("", "the dump: .xml, .xml.bz2 (multistream too), .xml.gz, .xml.xz, .xml.zst; local or gs://, s3://",
                         path="file", required=True)
@@ -49,13 +69,7 @@ class WikiMentionsConfig:
     passage_text: bool = option(True, "write each passage's text (column 'text': its tokens decoded; mention char offsets index it); false leaves the column out, the offsets stay passage-relative")
     validation_fraction: float = option(0.005, "fraction of pages held out (by a hash of the page id)")
     split_salt: str = option("", "salt of the split hash; change it to draw another validation set")
-    num_shards: int = option(0, "no effect: an option of the earlier shuffle job, accepted so that configs and scripts that set it still run (the job writes one passages file per pass-2 unit and split: see --cache_chunk_articles)")
-    passages_per_shard: int = option(250_000, "no effect: an option of the earlier shuffle job, accepted so that configs and scripts that set it still run")
     alias_shards: int = option(0, "Parquet shards of the alias table (by a hash of the alias; each built by one worker); 0 = as many as --lookup_shards")
-    alias_rows_per_shard: int = option(2_000_000, "no effect: an option of the earlier shuffle job, accepted so that configs and scripts that set it still run")
-    description_shards: int = option(0, "no effect: an option of the earlier shuffle job, accepted so that configs and scripts that set it still run (the job writes one descriptions file per pass-2 unit)")
-    descriptions_per_shard: int = option(100_000, "no effect: an option of the earlier shuffle job, accepted so that configs and scripts that set it still run")
-    max_join_group: int = option(10_000, "no effect: an option of the earlier shuffle job, accepted so that configs and scripts that set it still run (pass 1 streams each key's records from sorted runs: no join group is held)")
     sort_buffer_rows: int = option(100_000, "records a writer sorts in memory before spilling a sorted run to disk (pass 1's run files under OUT/tables/, the shard writers' local runs)")
     description_max_chars: int = option(2000, "longest entity description kept, in characters")
     row_group_rows: int = option(1000, "rows per Parquet row group (streaming reads)")
@@ -79,14 +93,12 @@ class WikiMentionsConfig:
             raise ValueError("--validation_fraction must be within [0, 1]")
         if self.progress_every_s <= 0:
             raise ValueError("--progress_every_s must be > 0")
-        for name in ("row_group_rows", "entity_vocab_size", "max_redirect_hops", "passages_per_shard", "lookup_shards",
-                     "cache_chunk_articles",
-                     "alias_rows_per_shard", "descriptions_per_shard", "max_join_group", "sort_buffer_rows"):
+        for name in ("row_group_rows", "entity_vocab_size", "max_redirect_hops", "lookup_shards",
+                     "cache_chunk_articles", "sort_buffer_rows"):
             if getattr(self, name) < 1:
                 raise ValueError(f"--{name} must be >= 1")
-        for name in ("num_shards", "alias_shards", "description_shards"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"--{name} must be >= 0 (0 = derived from the data)")
+        if self.alias_shards < 0:
+            raise ValueError("--alias_shards must be >= 0 (0 = as many as --lookup_shards)")
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

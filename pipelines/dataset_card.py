@@ -153,6 +153,20 @@ def _mentions_table(counters: dict) -> list[str]:
     return lines
 
 
+def files_per_split(manifest: dict) -> str:
+    """How many passages files each split has, as the manifest lists them, and what one file holds: the job
+    writes one per split for each unit of pass 2 (empty or not)."""
+    counts = {split: sum(fnmatch.fnmatchcase(f.get("path", ""), f"passages/{split}-*.parquet")
+                         for f in manifest.get("files", [])) for split in ("train", "validation")}
+    text = ", ".join(f"{split} {n:,}" for split, n in counts.items())
+    cfg = manifest.get("config", {})
+    if "cache_chunk_articles" not in cfg:  # a corpus of an earlier version: its files were cut another way
+        return text
+    unit = (f"a chunk of {cfg['cache_chunk_articles']:,} cached articles" if cfg.get("article_cache", True)
+            else "a read range")
+    return f"{text} (one per unit of pass 2: {unit}; every unit writes both splits' files, empty or not)"
+
+
 def _files_table(manifest: dict) -> list[str]:
     by_kind: dict[str, dict] = {}
     for f in manifest.get("files", []):
@@ -250,7 +264,7 @@ def render_card(manifest: dict) -> str:
         f"| entity vocabulary | the {_n(cfg.get('entity_vocab_size'))} most-linked entities (ids from 3) |",
         f"| keep red links | {cfg.get('keep_red_links')} |",
         f"| labels | min prior {labels.get('min_prior')}, ambiguity `{labels.get('ambiguity')}`, stopwords `{labels.get('stopwords')}` |",
-        f"| shards | {cfg.get('num_shards')} per split |",
+        f"| files per split | {files_per_split(manifest)} |",
         "",
         "<details><summary>the job's full configuration</summary>",
         "",

@@ -7,7 +7,8 @@ and size). The next run into the same folder compares:
 
 - an empty or new folder: the run goes ahead;
 - the same record (or, for a folder from before the record existed, the same config in its manifest.json): a
-  rerun, allowed and idempotent (an Airflow retry, a resumed run); the job itself replaces the earlier files;
+  rerun, allowed and idempotent (an Airflow retry, a resumed run); the job itself replaces the earlier files.
+  Options an earlier version had and this one has not (:data:`RETIRED_KEYS`) are left out of the comparison;
 - another record or manifest: refused in one line naming what differs, unless ``--overwrite true``, which first
   removes every file below the folder (the old card README.md and label_coverage.png too);
 - files but neither record nor manifest: not a wikiedm corpus, refused even with ``--overwrite`` (nothing of
@@ -20,6 +21,7 @@ import logging
 import os
 import threading
 
+from pipelines.config import WikiMentionsConfig
 from wikiedm import storage
 
 log = logging.getLogger(__name__)
@@ -29,9 +31,12 @@ RUN_RECORD = ".wikiedm-run.json"
 # minutes: a dry run that gets no answer in this time says so and goes on to build the job.
 DRY_RUN_CHECK_S = 20.0
 # Keys that change how the job runs, not what it writes (the same input and config give byte-identical files
-# whatever the reading parallelism): a rerun that changes them is the same run. ("job": an option of earlier
-# versions, in the manifests of their runs; both of its jobs made the same rows.)
-HOW_IT_RUNS = frozenset({"output", "progress_every_s", "read_range_mb", "index", "sort_buffer_rows", "job"})
+# whatever the reading parallelism): a rerun that changes them is the same run.
+HOW_IT_RUNS = frozenset({"output", "progress_every_s", "read_range_mb", "index", "sort_buffer_rows"})
+# Options of earlier versions, still in the run records and manifests of their runs: left out of the comparison, so
+# that a rerun into a folder of an earlier version is not refused over them ("job": both of its jobs made the same
+# rows; the removed shuffle job's options had no effect on the two-pass job's output).
+RETIRED_KEYS = frozenset({"job", *WikiMentionsConfig.REMOVED_OPTIONS})
 
 
 class OutputInUseError(ValueError):
@@ -40,10 +45,15 @@ class OutputInUseError(ValueError):
 
 def run_identity(config: dict) -> dict:
     """What makes two runs the same run: the config (but :data:`HOW_IT_RUNS`), the input file's path and size."""
-    config = {k: v for k, v in config.items() if k not in HOW_IT_RUNS}
+    config = _compared(config)
     path = config.get("input", "")
     size = os.path.getsize(path) if path and not storage.is_remote(path) and os.path.isfile(path) else None
     return {"config": config, "input": {"path": path, "size": size}}
+
+
+def _compared(config: dict) -> dict:
+    """The keys of a config that decide the output: without :data:`HOW_IT_RUNS` and :data:`RETIRED_KEYS`."""
+    return {k: v for k, v in config.items() if k not in HOW_IT_RUNS and k not in RETIRED_KEYS}
 
 
 def _differences(old: dict, new: dict, prefix: str = "") -> list[str]:
@@ -78,15 +88,14 @@ def guard_output(output: str, config: dict, overwrite: bool, dry_run: bool = Fal
         if storage.exists(record_path):
             recorded = json.loads(storage.read_bytes(record_path))
             if isinstance(recorded.get("config"), dict):  # a record of an earlier version may hold retired keys
-                recorded["config"] = {k: v for k, v in recorded["config"].items() if k not in HOW_IT_RUNS}
+                recorded["config"] = _compared(recorded["config"])
             differs = _differences(recorded, identity)
         else:
             manifest = _manifest_config(output)
             if manifest is None:
                 raise OutputInUseError(f"--output {output} holds {len(files)} file(s) and no wikiedm corpus; "
                                        "choose a new or empty folder")
-            differs = _differences({k: v for k, v in manifest.items() if k not in HOW_IT_RUNS}, identity["config"],
-                                   "config.")
+            differs = _differences(_compared(manifest), identity["config"], "config.")
         if not differs:
             found = "rerun"
         elif not overwrite:

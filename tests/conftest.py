@@ -87,12 +87,12 @@ def sample_dump(tmp_path_factory) -> str:
 def sample_corpus(tmp_path_factory, sample_dump) -> Path:
     """The job's output on the project's own sample (shared by several tests)."""
     out = tmp_path_factory.mktemp("sample_out")
-    run_job_here(sample_dump, out, "--num_shards", "3", "--validation_fraction", "0.1")
+    run_job_here(sample_dump, out, "--validation_fraction", "0.1")
     return out
 
 
 # How the tests that take any shared dump run the job on it, once per session (shared_dump_corpus).
-SHARED_DUMP_JOB_ARGS = ("--keep_red_links", "true", "--num_shards", "1", "--validation_fraction", "0.3")
+SHARED_DUMP_JOB_ARGS = ("--keep_red_links", "true", "--validation_fraction", "0.3")
 
 
 class SharedDumpCorpora:
@@ -125,8 +125,8 @@ def enwiki206_corpus(tmp_path_factory) -> Path:
     if not HAVE_WIKIDUMPS:
         pytest.skip(f"no real dump excerpts at {WIKIDUMPS}")
     out = tmp_path_factory.mktemp("enwiki206_out")
-    run_job_here(dump("enwiki-2016-206pages-articles1.xml.bz2"), out, "--num_shards", "2",
-                 "--validation_fraction", "0.05", "--keep_red_links", "true")
+    run_job_here(dump("enwiki-2016-206pages-articles1.xml.bz2"), out, "--validation_fraction", "0.05",
+                 "--keep_red_links", "true")
     return out
 
 

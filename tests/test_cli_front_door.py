@@ -128,6 +128,43 @@ def test_an_unknown_option_gets_the_nearest_one_and_names_the_subcommand(tmp_pat
     assert proc.returncode == 2 and "did you mean 'corpus'?" in proc.stderr
 
 
+def test_a_removed_option_is_one_line_that_says_what_replaced_it(tmp_path, sample_dump, capsys):
+    """The shuffle job's options are gone: on the command line (either spelling, through wikiedm and through the
+    job's own module) or in a YAML file, each is one line naming it, saying it was removed and what replaced it;
+    nothing is written, nothing accepted silently."""
+    from pipelines.config import WikiMentionsConfig
+    from pipelines.wiki_mentions import run
+
+    removed = WikiMentionsConfig.REMOVED_OPTIONS
+    assert set(removed) == {"num_shards", "passages_per_shard", "alias_rows_per_shard", "description_shards",
+                            "descriptions_per_shard", "max_join_group"}
+    replaced_by = {"num_shards": "--cache_chunk_articles", "passages_per_shard": "--cache_chunk_articles",
+                   "description_shards": "entity_descriptions file", "descriptions_per_shard": "--read_range_mb",
+                   "alias_rows_per_shard": "--alias_shards", "max_join_group": "sorted run files"}
+    out = tmp_path / "o"
+    for name in removed:
+        for argv in (["--input", sample_dump, "--output", str(out), f"--{name}", "3"],
+                     ["--input", sample_dump, f"--{name}=3", "--output", str(out)]):
+            assert main(["corpus", *argv]) == 2, name
+            err = capsys.readouterr().err
+            assert err.count("\n") == 1 and err.startswith(f"wikiedm corpus: error: --{name} was removed: "), err
+            assert replaced_by[name] in err, err
+        assert run(["--input", sample_dump, "--output", str(out), f"--{name}", "3"]) == 2  # python -m pipelines...
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"--{name} was removed: " in err and "Traceback" not in err, err
+        config = tmp_path / f"{name}.yaml"
+        config.write_text(f"window: 64\n{name}: 3\n")
+        assert main(["corpus", "--config", str(config), "--input", sample_dump, "--output", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert err == f"wikiedm corpus: error: {config}: config key '{name}' was removed: {removed[name]}\n", err
+    assert not out.exists()
+    proc, _ = wikiedm("corpus", "--input", sample_dump, "--output", str(out), "--num_shards", "1")  # a fresh process
+    assert proc.returncode == 2 and proc.stderr.startswith("wikiedm corpus: error: --num_shards was removed: ")
+    assert proc.stderr.count("\n") == 1 and not out.exists()
+    proc, _ = wikiedm("corpus", "--help-config")
+    assert not any(f"--{name}" in proc.stdout for name in removed)
+
+
 def test_usage_lines_show_required_options_without_brackets(capsys):
     for name, usage in (("validate", "usage: wikiedm validate --corpus DIR [--config"),
                         ("sample", "usage: wikiedm sample --output FILE [--config"),
@@ -167,8 +204,8 @@ def test_the_corpus_job_refuses_another_config_in_a_corpus_folder(tmp_path, samp
     corpus = tmp_path / "corpus"
     shutil.copytree(sample_corpus, corpus)
     before = sorted(p.relative_to(corpus) for p in corpus.rglob("*"))
-    proc, _ = wikiedm("corpus", "--input", sample_dump, "--output", str(corpus), "--num_shards", "3",
-                      "--validation_fraction", "0.1", "--window", "64")
+    proc, _ = wikiedm("corpus", "--input", sample_dump, "--output", str(corpus), "--validation_fraction", "0.1",
+                      "--window", "64")
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"wikiedm corpus: error: --output {corpus} holds a corpus of "
@@ -208,6 +245,19 @@ def test_the_output_guard(tmp_path):
     record["config"]["job"] = "twopass"  # the record of an earlier version, with its retired --job option
     (out / RUN_RECORD).write_text(json.dumps(record))
     assert guard_output(str(out), other, overwrite=False) == "rerun"
+    retired = {"num_shards": 3, "passages_per_shard": 250000, "alias_rows_per_shard": 2000000,
+               "description_shards": 0, "descriptions_per_shard": 100000, "max_join_group": 10000}
+    record["config"].update(retired)  # and the shuffle job's options, removed since
+    (out / RUN_RECORD).write_text(json.dumps(record))
+    assert guard_output(str(out), other, overwrite=False) == "rerun"
+    assert not set(retired) & set(json.loads((out / RUN_RECORD).read_text())["config"])  # this run's record: none
+    (out / RUN_RECORD).unlink()  # a corpus of an earlier version with no record: its manifest holds them too
+    (out / "manifest.json").write_text(json.dumps({"config": {**other, **retired, "job": "shuffle"}}))
+    assert guard_output(str(out), other, overwrite=False) == "rerun"
+    (out / RUN_RECORD).unlink()
+    (out / "manifest.json").write_text(json.dumps({"config": {**other, **retired, "window": 32}}))
+    with pytest.raises(OutputInUseError, match=r"\(config.window 32 -> 64\); pass"):  # what differs is still seen
+        guard_output(str(out), other, overwrite=False)
     stranger = tmp_path / "home"
     stranger.mkdir()
     (stranger / "thesis.tex").write_text("mine")

@@ -4,6 +4,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from dataclasses import dataclass
+from typing import ClassVar
 
 import pytest
 
@@ -93,6 +94,39 @@ def test_unknown_keys_fail_in_the_file_and_on_the_command_line(tmp_path):
     path.write_text("inner: 3\n")
     with pytest.raises(ConfigError, match="inner must be a mapping"):
         parse_config(Demo, ["--config", str(path)])
+
+
+@dataclass
+class InnerWithRemoved(Inner):
+    REMOVED_OPTIONS: ClassVar[dict[str, str]] = {"spread": "set --inner.ratio instead"}
+
+
+@dataclass
+class DemoWithRemoved(Demo):
+    REMOVED_OPTIONS: ClassVar[dict[str, str]] = {"shards": "files are written one per unit now"}
+    inner: InnerWithRemoved = option(InnerWithRemoved(), "a section")
+
+
+def test_a_removed_key_is_one_line_saying_what_replaced_it_in_the_file_and_on_the_command_line(tmp_path):
+    """A key a config lists in REMOVED_OPTIONS (its own, or a section's) is neither unknown nor accepted: one line
+    names it and what replaced it, with or without Beam's pass-through, in either flag spelling and in YAML."""
+    for pass_unknown in (True, False):
+        for argv in (["--shards", "4"], ["--shards=4"], ["--count", "1", "--shards"]):
+            with pytest.raises(ConfigError, match=r"^--shards was removed: files are written one per unit now$"):
+                parse_config(DemoWithRemoved, argv, pass_unknown=pass_unknown)
+        with pytest.raises(ConfigError, match=r"^--inner.spread was removed: set --inner.ratio instead$"):
+            parse_config(DemoWithRemoved, ["--inner.spread", "2"], pass_unknown=pass_unknown)
+    path = tmp_path / "c.yaml"
+    path.write_text("count: 2\nshards: 4\n")
+    with pytest.raises(ConfigError, match=r"c.yaml: config key 'shards' was removed: files are written one per unit"):
+        parse_config(DemoWithRemoved, ["--config", str(path)])
+    path.write_text("inner:\n  spread: 2\n")
+    with pytest.raises(ConfigError, match=r"c.yaml: config key 'inner.spread' was removed: set --inner.ratio instead"):
+        parse_config(DemoWithRemoved, ["--config", str(path)])
+    with pytest.raises(ConfigError, match="unknown option --shards"):  # a config that never had it: unknown
+        parse_config(Demo, ["--shards", "4"], pass_unknown=False)
+    cfg, rest = parse_config(DemoWithRemoved, ["--count", "5", "--runner", "Direct"])
+    assert cfg.count == 5 and rest == ["--runner", "Direct"]
 
 
 # ----------------------------------------------------------------------------- the documented command lines

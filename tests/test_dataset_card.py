@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipelines.dataset_card import data_files, size_category, write_dataset_card
+from pipelines.dataset_card import data_files, files_per_split, render_card, size_category, write_dataset_card
 from pipelines.validate import validate_output
 from tests.corpus_checks import manifest as read_manifest
 
@@ -63,6 +63,8 @@ def test_card_of_the_206_page_enwiki_run(enwiki206_corpus: Path, tmp_path: Path)
         on_disk = sorted(str(p.relative_to(out)) for p in out.glob(glob))
         in_manifest = sorted(f["path"] for f in m["files"] if fnmatch.fnmatchcase(f["path"], glob))
         assert on_disk == in_manifest and len(on_disk) == m["job"]["read_ranges"]  # one file per range and split
+    n = len(list(out.glob("passages/train-*.parquet")))
+    assert f"| files per split | train {n}, validation {n} (one per unit of pass 2: a chunk of 10,000 cached" in body
     configs = {c["config_name"] for c in front["configs"]}
     assert {"default", "entity_vocab", "alias_table"} <= configs
 
@@ -77,6 +79,27 @@ def test_card_of_the_206_page_enwiki_run(enwiki206_corpus: Path, tmp_path: Path)
     first = (out / "README.md").read_bytes()
     write_dataset_card(str(out), m)
     assert (out / "README.md").read_bytes() == first  # deterministic; a given manifest or the file's: same card
+
+
+def test_the_card_counts_the_files_per_split_the_manifest_lists():
+    """The card says how many passages files each split has, as written (the manifest's list), and what a file
+    holds; a manifest of an earlier version (its num_shards, no cache_chunk_articles) gets the counts alone."""
+    files = [{"path": f"passages/{split}-{i:05d}-of-00003.parquet", "rows": 2, "kind": "passages"}
+             for split in ("train", "validation") for i in range(3)]
+    files.append({"path": "entity_descriptions/entity_descriptions-00000-of-00003.parquet", "rows": 1,
+                  "kind": "entity_descriptions"})
+    config = {"cache_chunk_articles": 10000, "article_cache": True}
+    assert files_per_split({"files": files, "config": config}) == ("train 3, validation 3 (one per unit of pass 2: a "
+                                                                   "chunk of 10,000 cached articles; every unit writes "
+                                                                   "both splits' files, empty or not)")
+    rows = [line for line in render_card({"files": files, "config": config}).splitlines() if "per split" in line]
+    assert rows == [f"| files per split | {files_per_split({'files': files, 'config': config})} |"]
+    uncached = {"files": files[:4], "config": {**config, "article_cache": False}}
+    assert files_per_split(uncached) == ("train 3, validation 1 (one per unit of pass 2: a read range; every unit "
+                                         "writes both splits' files, empty or not)")
+    old = {"files": files, "config": {"num_shards": 8}}
+    assert files_per_split(old) == "train 3, validation 3"
+    assert "num_shards" not in "".join(line for line in render_card(old).splitlines() if line.startswith("| "))
 
 
 def test_empty_shards_and_splits_are_listed_so_datasets_can_read_them():

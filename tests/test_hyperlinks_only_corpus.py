@@ -19,7 +19,7 @@ from schemas.corpus import MentionSource
 from tests.conftest import dump, needs_shared, run_job_here
 
 DUMP = "simplewiki-2019-7pages.xml.bz2"
-ARGS = ("--keep_red_links", "true", "--num_shards", "1", "--validation_fraction", "0.5")
+ARGS = ("--keep_red_links", "true", "--validation_fraction", "0.5")
 
 
 def test_hyperlinks_only_labels_nothing():

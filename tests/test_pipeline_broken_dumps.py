@@ -66,7 +66,7 @@ def test_redirects_out_of_the_main_namespace_are_not_entities(tmp_path):
     dump = write_broken_dump(tmp_path / "broken.xml")
     for keep in ("true", "false"):
         out = tmp_path / f"out-{keep}"
-        run_job_here(str(dump), out, "--keep_red_links", keep, "--num_shards", "1")
+        run_job_here(str(dump), out, "--keep_red_links", keep)
         counters = json.loads((out / "stats.json").read_text())["counters"]
         # [[Kategorie-typo:Things]] and [[Typo two]] (a redirect chain into it).
         assert counters["links_dropped/other_namespace_redirect"] == 2
@@ -81,8 +81,8 @@ def test_redirects_out_of_the_main_namespace_are_not_entities(tmp_path):
 def test_duplicate_page_ids_and_titles_are_deterministic_on_any_parallelism(tmp_path):
     dump = write_broken_dump(tmp_path / "broken.xml")
     one, two = tmp_path / "one", tmp_path / "two"
-    run_job_here(str(dump), one, "--num_shards", "2", "--validation_fraction", "0.2", "--direct_num_workers", "1")
-    run_job_here(str(dump), two, "--num_shards", "2", "--validation_fraction", "0.2",
+    run_job_here(str(dump), one, "--validation_fraction", "0.2", "--direct_num_workers", "1")
+    run_job_here(str(dump), two, "--validation_fraction", "0.2",
                  "--direct_running_mode", "multi_processing", "--direct_num_workers", "2")
     assert _files(one) == _files(two)
     counters = json.loads((one / "stats.json").read_text())["counters"]

@@ -130,7 +130,7 @@ def test_beam_cli_runs_the_file_with_runner_alias(tmp_path: Path, sample_dump: s
     beam = Path(sys.executable).parent / "beam"
     proc = subprocess.run(
         [str(beam), "run", "pipelines/wiki_mentions.py", "--input", sample_dump, "--output", str(out),
-         "--runner=Direct", "--num_shards", "1", "--entity_vocab_size", "50"],
+         "--runner=Direct", "--entity_vocab_size", "50"],
         cwd=REPO, capture_output=True, text=True, timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]

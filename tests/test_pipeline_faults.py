@@ -66,7 +66,7 @@ def test_bad_pages_are_counted_dead_lettered_and_do_not_sink_the_job(tmp_path: P
     path.write_bytes(compressed[: len(compressed) - 40])
     out = tmp_path / "out"
     started = time.monotonic()
-    proc = run_job(str(path), out, "--max_page_mb", "1", "--num_shards", "1", "--keep_red_links", "true")
+    proc = run_job(str(path), out, "--max_page_mb", "1", "--keep_red_links", "true")
     assert time.monotonic() - started < 300, "no page may make the job hang"
     counters = manifest(out)["counters"]
     reasons = {(d["reason"], d["page_id"]) for d in _dead(out)}
@@ -94,11 +94,11 @@ def test_killed_run_then_rerun_equals_an_uninterrupted_run(tmp_path: Path, sampl
     uninterrupted run, and an earlier finished run's files with another layout are gone (pass-2 units of 2
     articles: more passages files), as are the job's working files (lookup store, progress)."""
     out = tmp_path / "out"
-    run_job_here(sample_dump, out, "--cache_chunk_articles", "2", "--num_shards", "5",
+    run_job_here(sample_dump, out, "--cache_chunk_articles", "2",
                  "--validation_fraction", "0.1")  # an older run, of another config
     assert (out / "manifest.json").exists()
     cmd = [sys.executable, "-m", "pipelines.wiki_mentions", "--input", sample_dump, "--output", str(out),
-           "--num_shards", "3", "--validation_fraction", "0.1", "--overwrite", "true"]  # another config: --overwrite
+           "--validation_fraction", "0.1", "--overwrite", "true"]  # another config: --overwrite
     before = {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()}
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
 
@@ -114,7 +114,7 @@ def test_killed_run_then_rerun_equals_an_uninterrupted_run(tmp_path: Path, sampl
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert not (out / "manifest.json").exists(), "a killed run must not look finished"
-    run_job(sample_dump, out, "--num_shards", "3", "--validation_fraction", "0.1")  # the same config: a rerun
+    run_job(sample_dump, out, "--validation_fraction", "0.1")  # the same config: a rerun
     rerun, reference = manifest(out), manifest(sample_corpus)
     assert {f["path"]: f["sha256"] for f in rerun["files"]} == {f["path"]: f["sha256"] for f in reference["files"]}
     on_disk = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())

@@ -1,5 +1,6 @@
-"""The default tokenizer's saved files come from a disk cache: equal to ``save_pretrained``'s, read
-without importing transformers, and rebuilt when an entry is damaged."""
+"""The default tokenizer's saved files come from a disk cache: equal to ``save_pretrained_portable``'s, read
+without importing transformers, and rebuilt when an entry is damaged. The folder the corpus job writes from them
+(OUT/tokenizer/) loads with ``AutoTokenizer.from_pretrained``, its config in the form transformers 4.x reads too."""
 from __future__ import annotations
 
 import json
@@ -9,7 +10,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from wikiedm.tokenizer import load_tokenizer, saved_tokenizer_files
+from wikiedm.tokenizer import load_tokenizer, save_pretrained_portable, saved_tokenizer_files
 
 REPO = Path(__file__).resolve().parents[1]
 # Prints whether transformers was imported, then the files' names and sizes.
@@ -26,9 +27,10 @@ def _read_in_a_fresh_process(cache: Path) -> tuple[bool, list]:
 
 def test_default_tokenizer_files_are_cached_and_equal_save_pretrained(tmp_path, monkeypatch):
     with tempfile.TemporaryDirectory() as tmp:
-        load_tokenizer().save_pretrained(tmp)
+        save_pretrained_portable(load_tokenizer(), tmp)
         expected = [(name, (Path(tmp) / name).read_bytes()) for name in sorted(os.listdir(tmp))]
     assert {name for name, _ in expected} >= {"tokenizer.json", "tokenizer_config.json"}
+    assert json.loads(dict(expected)["tokenizer_config.json"])["tokenizer_class"] == "PreTrainedTokenizerFast"
 
     monkeypatch.setenv("WIKIEDM_CACHE", str(tmp_path))
     assert saved_tokenizer_files() == expected  # built, and written to the cache
@@ -53,3 +55,40 @@ def test_an_unwritable_cache_is_not_an_error(tmp_path, monkeypatch):
     monkeypatch.setenv("WIKIEDM_CACHE", str(blocker))  # makedirs under a file fails
     files = saved_tokenizer_files()
     assert dict(files)["tokenizer.json"] and blocker.read_text() == "not a folder"
+
+
+def test_the_corpus_jobs_tokenizer_folder_loads_with_auto_tokenizer(sample_corpus, tmp_path):
+    """OUT/tokenizer/ of a real run: its tokenizer_config.json names PreTrainedTokenizerFast (transformers 5 writes
+    TokenizersBackend, which 4.x refuses), and the installed transformers loads it with AutoTokenizer exactly as
+    the folder save_pretrained writes itself: the same class, ids, offsets, special tokens and decoding, the ids
+    the job tokenised with (a passage's token_ids decode to its text)."""
+    import pyarrow.parquet as pq
+    import transformers
+    from transformers import AutoTokenizer
+
+    folder = sample_corpus / "tokenizer"
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    assert config["tokenizer_class"] == "PreTrainedTokenizerFast"
+    assert not isinstance(config.get("extra_special_tokens"), list)
+    as_saved = tmp_path / "as_saved"  # the folder as the installed transformers' save_pretrained writes it
+    load_tokenizer().save_pretrained(str(as_saved))
+    if transformers.__version__.startswith("5."):  # 5.x writes its own class name: the comparison means something
+        assert json.loads((as_saved / "tokenizer_config.json").read_text())["tokenizer_class"] == "TokenizersBackend"
+
+    def behaviour(path: Path) -> dict:
+        tok = AutoTokenizer.from_pretrained(str(path))
+        texts = ["Київ — столиця України. <s> 🙂 <|endoftext|>", "river <mask> city</s>", "<pad>Paris's café"]
+        encoded = [tok(text, return_offsets_mapping=True) for text in texts]
+        return {"class": type(tok), "len": len(tok), "specials": sorted(tok.all_special_ids),
+                "named": [tok.pad_token_id, tok.bos_token_id, tok.eos_token_id, tok.mask_token_id, tok.unk_token_id],
+                "ids": [e["input_ids"] for e in encoded], "offsets": [e["offset_mapping"] for e in encoded],
+                "decoded": [tok.decode(e["input_ids"], skip_special_tokens=skip) for e in encoded
+                            for skip in (False, True)]}
+
+    ours = behaviour(folder)
+    assert ours == behaviour(as_saved)
+    assert ours["named"] == [50257, 50258, 50259, 50260, 50256] and ours["len"] == 50261
+    tok = AutoTokenizer.from_pretrained(str(folder))
+    shard = next(p for p in sorted((sample_corpus / "passages").glob("train-*.parquet")) if pq.read_metadata(p).num_rows)
+    row = pq.read_table(shard, columns=["token_ids", "text"]).slice(0, 1).to_pylist()[0]
+    assert tok.decode(row["token_ids"]) == row["text"]

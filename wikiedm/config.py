@@ -31,6 +31,9 @@ A config is a tree of dataclasses whose fields are declared with :func:`wikiedm.
   ``validate()``, paths) in seconds, before a command imports its heavy modules; ``wikiedm`` runs it first.
 - Every problem is a :class:`ConfigError` with one line that names the option; an unknown option names
   the nearest known one (``unknown option --windw; did you mean --window?``).
+- A key a config had and no longer has stays listed in the class's ``REMOVED_OPTIONS`` (``{key: what replaced
+  it}``): given on the command line or in a YAML file, it is an error that says so (``--num_shards was removed:
+  ...``), not an unknown key, and never silently accepted.
 """
 from __future__ import annotations
 
@@ -167,6 +170,10 @@ def build(cls, values: dict, where: str = "", prefix: str = ""):
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     unknown = sorted(set(values) - set(fields))
+    removed = removed_options(cls)
+    for name in unknown:
+        if name in removed:
+            raise removed_option(prefix + str(name), removed[name], where or "the config: ")
     if unknown:
         key = prefix + str(unknown[0])
         near = nearest(key, [prefix + k for k in known_keys(cls)])
@@ -205,6 +212,23 @@ def nearest(word: str, candidates, cutoff: float = 0.6) -> str:
         by_leaf.setdefault(c.lstrip("-").rpartition(".")[2], c)
     found = difflib.get_close_matches(bare.rpartition(".")[2], list(by_leaf), n=1, cutoff=max(cutoff, 0.75))
     return by_leaf[found[0]] if found else ""
+
+
+def removed_options(cls, prefix: str = "") -> dict[str, str]:
+    """The keys ``cls`` once had and has no more, each with what replaced it: its ``REMOVED_OPTIONS`` and its
+    sections', by dotted name (``{"num_shards": ..., "labels.old_key": ...}``)."""
+    removed = {prefix + key: why for key, why in (getattr(cls, "REMOVED_OPTIONS", None) or {}).items()}
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        if dataclasses.is_dataclass(hints[f.name]):
+            removed.update(removed_options(hints[f.name], prefix + f.name + "."))
+    return removed
+
+
+def removed_option(key: str, replaced_by: str, where: str = "") -> ConfigError:
+    """``--num_shards was removed: ...`` (in a YAML file: ``FILE: config key 'num_shards' was removed: ...``)."""
+    name = f"config key {key!r}" if where else f"--{key}"
+    return ConfigError(f"{where}{name} was removed: {replaced_by}")
 
 
 def unknown_option(flag: str, candidates) -> ConfigError:
@@ -420,6 +444,11 @@ class ConfigParser:
         given = {k: v for k, v in vars(ns).items()
                  if not k.startswith("_") and k not in self.extra_dests and v is not IGNORED and v != IGNORED}
         path = given.pop("config", "")
+        removed = removed_options(self.cls)
+        for arg in rest:  # a removed key is no config flag any more: argparse left it here
+            name = arg.split("=", 1)[0][2:] if arg.startswith("--") else ""
+            if name in removed:
+                raise removed_option(name, removed[name])
         if rest and not self.pass_unknown:
             flag = next((a for a in rest if a.startswith("-")), rest[0])
             if flag.startswith("-"):

@@ -21,7 +21,8 @@ offsets come from the tokens' byte lengths, trimmed as the Hugging Face
 Face tokenizer's (tests/test_tokenizer_equivalence.py compares every article of
 every shared dump). Any other tokenizer encodes with its Hugging Face fast
 tokenizer. :func:`load_tokenizer` still returns the Hugging Face tokenizer:
-``save_tokenizer`` writes it to OUT/tokenizer, where the trainer loads it.
+``save_tokenizer`` writes it to OUT/tokenizer, where the trainer loads it; the folder loads with
+``transformers.AutoTokenizer.from_pretrained`` in transformers 4.x and 5.x (:func:`save_pretrained_portable`).
 
 Text with lone surrogates (``&#55357;`` entities decode to them) is not valid
 Unicode: each surrogate is tokenised as U+FFFD, one character for one, so the
@@ -59,6 +60,7 @@ UNK_TOKEN = "<|endoftext|>"
 PAD_TOKEN, BOS_TOKEN, EOS_TOKEN, MASK_TOKEN = "<pad>", "<s>", "</s>", "<mask>"
 APPENDED_SPECIAL_TOKENS = (PAD_TOKEN, BOS_TOKEN, EOS_TOKEN, MASK_TOKEN)
 # GPT-2's pre-tokenisation regex, as the Hugging Face ByteLevel pre-tokenizer spells it.
+TOKENIZER_CONFIG = "tokenizer_config.json"
 GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -459,8 +461,9 @@ def _local_copy_if_remote(path: str) -> str:
     return local_dir
 
 
-# Bump when what is cached changes meaning (the key below covers the versions and the BPE files).
-_SAVED_FILES_CACHE_FORMAT = 1
+# Bump when what is cached changes meaning (the key below covers the versions and the BPE files). 2: the
+# tokenizer_config.json that transformers 4.x loads too (1 held transformers 5's TokenizersBackend).
+_SAVED_FILES_CACHE_FORMAT = 2
 _DIGESTS = "digests.json"
 
 
@@ -485,9 +488,37 @@ def saved_tokenizer_files(name_or_path: str | None = None) -> list[tuple[str, by
     return files
 
 
+def save_pretrained_portable(tok: "PreTrainedTokenizerFast", folder: str) -> None:
+    """``tok.save_pretrained(folder)`` (local), its ``tokenizer_config.json`` made one that transformers 4.x and
+    5.x both load (:func:`portable_tokenizer_config`): every tokenizer folder wikiedm writes is saved here."""
+    tok.save_pretrained(folder)
+    config = os.path.join(folder, TOKENIZER_CONFIG)
+    if os.path.isfile(config):
+        portable_tokenizer_config(config)
+
+
+def portable_tokenizer_config(path: str) -> None:
+    """Name the folder's class and extra special tokens as transformers 4 and 5 both read them.
+
+    transformers 5 writes ``"tokenizer_class": "TokenizersBackend"`` (a class 4.x does not have: its
+    AutoTokenizer refuses the folder) and the special tokens beyond the named ones as a list under
+    ``extra_special_tokens`` (4.x reads that key as a dict of named tokens, and fails). With
+    ``PreTrainedTokenizerFast`` (5.x: the same class) and ``additional_special_tokens``, 5.x loads the
+    folder as before and 4.x loads it with the same ids, offsets and special tokens
+    (tests/test_train_tokenizer.py, tests/test_tokenize_windows.py; 4.57 checked by hand)."""
+    with open(path, encoding="utf-8") as f:
+        config = json.load(f)
+    if config.get("tokenizer_class") == "TokenizersBackend":
+        config["tokenizer_class"] = "PreTrainedTokenizerFast"
+    if isinstance(config.get("extra_special_tokens"), list):
+        config["additional_special_tokens"] = config.pop("extra_special_tokens")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(json.dumps(config, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+
+
 def _save_pretrained_files(tok: "PreTrainedTokenizerFast") -> list[tuple[str, bytes]]:
     with tempfile.TemporaryDirectory(prefix="tokenizer-") as tmp:
-        tok.save_pretrained(tmp)
+        save_pretrained_portable(tok, tmp)
         return [(name, storage.read_bytes(os.path.join(tmp, name))) for name in sorted(os.listdir(tmp))]
 
 
@@ -542,7 +573,7 @@ def save_tokenizer(tok: "PreTrainedTokenizerFast", out_dir: str) -> list[str]:
     if not _is_remote(out_dir):
         local = out_dir[len("file://"):] if out_dir.startswith("file://") else out_dir
         os.makedirs(local, exist_ok=True)
-        tok.save_pretrained(local)
+        save_pretrained_portable(tok, local)
         return sorted(os.path.join(local, n) for n in os.listdir(local))
     written = []
     for name, data in _save_pretrained_files(tok):

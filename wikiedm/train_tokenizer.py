@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass
 from typing import Iterator
 
 from wikiedm.fields import option
-from wikiedm.tokenizer import BOS_TOKEN, EOS_TOKEN, MASK_TOKEN, PAD_TOKEN
+from wikiedm.tokenizer import BOS_TOKEN, EOS_TOKEN, MASK_TOKEN, PAD_TOKEN, save_pretrained_portable
 
 log = logging.getLogger(__name__)
 
@@ -194,33 +194,13 @@ def train_tokenizer(config: TrainTokenizerConfig) -> dict:
         path = os.path.join(config.output, name)
         if os.path.isfile(path):
             os.remove(path)
-    tok.save_pretrained(config.output)
-    portable_tokenizer_config(os.path.join(config.output, "tokenizer_config.json"))
+    save_pretrained_portable(tok, config.output)
     with open(os.path.join(config.output, TRAINING_RECORD), "w", encoding="utf-8") as f:
         json.dump(record, f, indent=2, sort_keys=True)
         f.write("\n")
     return {"output": config.output, "vocab_size": len(tok), "special_tokens": dict(zip(SPECIAL_TOKENS, range(6))),
             "passages_read": counted["passages"], "characters_read": counted["characters"],
             "seconds": round(time.monotonic() - started, 2)}
-
-
-def portable_tokenizer_config(path: str) -> None:
-    """Name the folder's class and extra special tokens as transformers 4 and 5 both read them.
-
-    transformers 5 writes ``"tokenizer_class": "TokenizersBackend"`` (a class 4.x does not have: its
-    AutoTokenizer refuses the folder) and the special tokens beyond the named ones as a list under
-    ``extra_special_tokens`` (4.x reads that key as a dict of named tokens, and fails). With
-    ``PreTrainedTokenizerFast`` (5.x: the same class) and ``additional_special_tokens``, 5.x loads the
-    folder as before and 4.x loads it with the same ids, offsets and special tokens
-    (tests/test_train_tokenizer.py; 4.57 checked by hand)."""
-    with open(path, encoding="utf-8") as f:
-        config = json.load(f)
-    if config.get("tokenizer_class") == "TokenizersBackend":
-        config["tokenizer_class"] = "PreTrainedTokenizerFast"
-    if isinstance(config.get("extra_special_tokens"), list):
-        config["additional_special_tokens"] = config.pop("extra_special_tokens")
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(json.dumps(config, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
 
 
 # What save_pretrained may write (a replaced folder keeps none of the old ones).

@@ -17,7 +17,7 @@ def test_corpus_job_adds_blink_labels_that_never_overlap(tmp_path: Path, sample_
     """The corpus job's BLINK labels with the labelling config (bi-encoder only, the combined score):
     the launcher prepares the linker once (KB, encodings, alias candidate index, fitted combination)."""
     out = tmp_path / "with_blink"
-    proc = run_job(sample_dump, out, "--num_shards", "2", "--validation_fraction", "0.1",
+    proc = run_job(sample_dump, out, "--validation_fraction", "0.1",
                    "--blink_model", str(fake_release), "--blink_corpus", str(sample_corpus),
                    "--blink_config", str(REPO / "configs" / "linker" / "corpus_labels.yaml"), "--blink_threshold", "0.5")
     counters = json.loads((out / "stats.json").read_text())["counters"]

@@ -57,7 +57,7 @@ def test_the_shared_dumps_are_all_here():
 def test_default_linker_is_never_worse_than_the_alias_prior(name, tmp_path, request):
     if name == "enwiki-2016-206pages-articles1.xml.bz2":
         corpus = request.getfixturevalue("enwiki206_corpus")  # the session's run of this dump (--keep_red_links true)
-    else:  # the session's run (tests/conftest.py: --keep_red_links true --num_shards 1 --validation_fraction 0.3)
+    else:  # the session's run (tests/conftest.py: --keep_red_links true --validation_fraction 0.3)
         corpus = request.getfixturevalue("shared_dump_corpus")(name)
     metrics = evaluate(untrained_release(tmp_path / "model", corpus), corpus, tmp_path / "eval.json")
     assert metrics["mentions"] > 0, metrics

@@ -883,7 +883,7 @@ class _PageTokens:
 
 
 _PAIR = " ".join
-_CACHE_MAX = 1 << 18  # entries of each per-config cache below; a hub's aliases come back for every page
+_CACHE_MAX = 1 << 16  # entries of each per-config cache below (~15 MB each when full): most words come from the shapes the store hands over
 _WORD_SHAPES: dict[re.Pattern, dict[str, tuple[str | None, tuple[str, ...]]]] = {}
 
 

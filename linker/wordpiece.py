@@ -36,7 +36,10 @@ def load_wordpiece(vocab_file: str, lowercase: bool = True) -> "PreTrainedTokeni
 
 
 def build_vocab(texts: Iterable[str], out_file: str, vocab_size: int = 2000, lowercase: bool = True) -> str:
-    """Train a WordPiece vocabulary on ``texts`` and write it as ``vocab.txt``; returns the path."""
+    """Train a WordPiece vocabulary on ``texts`` and write it as ``vocab.txt``; returns the path.
+
+    The ``tokenizers`` trainer breaks ties between equally frequent merges by hash-map order, which changes from
+    process to process (huggingface/tokenizers#1794): two runs on the same texts may differ in a few pieces."""
     from tokenizers import BertWordPieceTokenizer
 
     trainer = BertWordPieceTokenizer(lowercase=lowercase, strip_accents=lowercase)

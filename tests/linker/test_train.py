@@ -2,6 +2,7 @@
 the evaluation reports the alias-prior baseline beside it; the result loads like BLINK's release."""
 from __future__ import annotations
 
+from pathlib import Path
 import json
 
 import pytest
@@ -71,3 +72,19 @@ def test_training_beats_chance_and_the_model_folder_loads(sample_corpus, sample_
     report = tmp_path / "eval.json"
     assert evaluate_main(["--model", str(folder), "--corpus", str(sample_corpus), "--output", str(report)]) == 0
     assert json.loads(report.read_text())["biencoder"]["accuracy@1"] == pytest.approx(final["biencoder"]["accuracy@1"])
+
+
+def test_the_committed_vocab_is_one_build_vocab_makes(sample_corpus, sample_vocab, tmp_path):
+    """The committed sample vocabulary (conftest.sample_vocab) is what build_vocab makes of the sample corpus today,
+    but for the trainer's tie-breaking: the reserved tokens first, and nearly every piece in common."""
+    from linker.catalogue import read_catalogue
+    from linker.corpus_data import iter_examples
+    from linker.wordpiece import RESERVED_TOKENS, build_vocab
+
+    catalogue = read_catalogue(str(sample_corpus))
+    texts = [*catalogue.titles, *catalogue.descriptions,
+             *(f"{e.context.left} {e.context.mention} {e.context.right}" for e in iter_examples(str(sample_corpus), "train"))]
+    fresh = Path(build_vocab(texts, str(tmp_path / "vocab.txt"), vocab_size=1000)).read_text().split("\n")
+    committed = sample_vocab.read_text().split("\n")
+    assert tuple(committed[:len(RESERVED_TOKENS)]) == RESERVED_TOKENS
+    assert len(set(fresh) & set(committed)) >= 0.95 * max(len(set(fresh)), len(set(committed)))

@@ -2,8 +2,8 @@
 the evaluation reports the alias-prior baseline beside it; the result loads like BLINK's release."""
 from __future__ import annotations
 
-from pathlib import Path
 import json
+from pathlib import Path
 
 import pytest
 

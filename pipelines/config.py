@@ -40,6 +40,8 @@ class WikiMentionsConfig:
         "max_join_group": "pass 1 streams each key's records from sorted run files and holds no join group "
                           "(--sort_buffer_rows bounds a writer's memory, --lookup_shards sets pass 1's parallelism); "
                           "drop the option",
+        "job": "the corpus job has one design, the two-pass job (the shuffle job it chose between made the same "
+               "rows and is gone): drop the option",
     }
 
     input: str = option("", "the dump: .xml, .xml.bz2 (multistream too), .xml.gz, .xml.xz, .xml.zst; local or gs://, s3://",

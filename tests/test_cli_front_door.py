@@ -137,8 +137,8 @@ def test_a_removed_option_is_one_line_that_says_what_replaced_it(tmp_path, sampl
 
     removed = WikiMentionsConfig.REMOVED_OPTIONS
     assert set(removed) == {"num_shards", "passages_per_shard", "alias_rows_per_shard", "description_shards",
-                            "descriptions_per_shard", "max_join_group"}
-    replaced_by = {"num_shards": "--cache_chunk_articles", "passages_per_shard": "--cache_chunk_articles",
+                            "descriptions_per_shard", "max_join_group", "job"}
+    replaced_by = {"job": "two-pass job", "num_shards": "--cache_chunk_articles", "passages_per_shard": "--cache_chunk_articles",
                    "description_shards": "entity_descriptions file", "descriptions_per_shard": "--read_range_mb",
                    "alias_rows_per_shard": "--alias_shards", "max_join_group": "sorted run files"}
     out = tmp_path / "o"

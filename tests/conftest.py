@@ -229,3 +229,18 @@ def pytest_xdist_make_scheduler(config, log):
 def pytest_collection_modifyitems(config, items):
     if getattr(config, "workerinput", None) is not None:  # an xdist worker (the controller collects nothing)
         items.sort(key=lambda item: _unit_order(work_unit(item.nodeid)))  # stable: modules keep their order
+
+
+def tokenizer_behaviour(folder, texts: list[str], markers: tuple[str, ...] = ()) -> dict:
+    """What AutoTokenizer makes of a tokenizer folder, for comparing two folders: its class, size, special ids,
+    the ids of ``markers``, and the ids, offsets and decoding (with and without specials) of ``texts``."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(folder))
+    encoded = [tok(text, return_offsets_mapping=True) for text in texts]
+    return {"class": type(tok), "len": len(tok), "specials": sorted(tok.all_special_ids),
+            "named": [tok.pad_token_id, tok.bos_token_id, tok.eos_token_id, tok.mask_token_id, tok.unk_token_id],
+            "markers": tok.convert_tokens_to_ids(list(markers)), "ids": [e["input_ids"] for e in encoded],
+            "offsets": [e["offset_mapping"] for e in encoded],
+            "decoded": [tok.decode(e["input_ids"], skip_special_tokens=skip) for e in encoded
+                        for skip in (False, True)]}

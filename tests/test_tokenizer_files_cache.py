@@ -10,6 +10,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from tests.conftest import tokenizer_behaviour
 from wikiedm.tokenizer import load_tokenizer, save_pretrained_portable, saved_tokenizer_files
 
 REPO = Path(__file__).resolve().parents[1]
@@ -75,18 +76,10 @@ def test_the_corpus_jobs_tokenizer_folder_loads_with_auto_tokenizer(sample_corpu
     if transformers.__version__.startswith("5."):  # 5.x writes its own class name: the comparison means something
         assert json.loads((as_saved / "tokenizer_config.json").read_text())["tokenizer_class"] == "TokenizersBackend"
 
-    def behaviour(path: Path) -> dict:
-        tok = AutoTokenizer.from_pretrained(str(path))
-        texts = ["Київ — столиця України. <s> 🙂 <|endoftext|>", "river <mask> city</s>", "<pad>Paris's café"]
-        encoded = [tok(text, return_offsets_mapping=True) for text in texts]
-        return {"class": type(tok), "len": len(tok), "specials": sorted(tok.all_special_ids),
-                "named": [tok.pad_token_id, tok.bos_token_id, tok.eos_token_id, tok.mask_token_id, tok.unk_token_id],
-                "ids": [e["input_ids"] for e in encoded], "offsets": [e["offset_mapping"] for e in encoded],
-                "decoded": [tok.decode(e["input_ids"], skip_special_tokens=skip) for e in encoded
-                            for skip in (False, True)]}
+    texts = ["Київ — столиця України. <s> 🙂 <|endoftext|>", "river <mask> city</s>", "<pad>Paris's café"]
 
-    ours = behaviour(folder)
-    assert ours == behaviour(as_saved)
+    ours = tokenizer_behaviour(folder, texts)
+    assert ours == tokenizer_behaviour(as_saved, texts)
     assert ours["named"] == [50257, 50258, 50259, 50260, 50256] and ours["len"] == 50261
     tok = AutoTokenizer.from_pretrained(str(folder))
     shard = next(p for p in sorted((sample_corpus / "passages").glob("train-*.parquet")) if pq.read_metadata(p).num_rows)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from tests.conftest import REPO, dump, run_job_here
+from tests.conftest import REPO, dump, run_job_here, tokenizer_behaviour
 from wikiedm.cli import main as wikiedm_main
 from wikiedm.train_tokenizer import SPECIAL_TOKENS, TRAINING_RECORD, iter_train_texts
 
@@ -240,17 +240,8 @@ def test_the_config_names_a_class_transformers_4_and_5_both_load(tmp_path):
     if transformers.__version__.startswith("5."):  # 5.x writes its own names back: the comparison below means something
         assert json.loads((as_saved / "tokenizer_config.json").read_text())["tokenizer_class"] == "TokenizersBackend"
 
-    def behaviour(folder: Path) -> dict:
-        tok = AutoTokenizer.from_pretrained(str(folder))
-        texts = ["Київ — столиця України. <s> [Es] 🙂", "river city [Ee] capital <mask> x", "<pad>Дніпрі</s>"]
-        encoded = [tok(text, return_offsets_mapping=True) for text in texts]
-        return {"class": type(tok), "len": len(tok), "specials": sorted(tok.all_special_ids),
-                "named": [tok.pad_token_id, tok.bos_token_id, tok.eos_token_id, tok.mask_token_id, tok.unk_token_id],
-                "markers": tok.convert_tokens_to_ids(["[Es]", "[Ee]"]), "ids": [e["input_ids"] for e in encoded],
-                "offsets": [e["offset_mapping"] for e in encoded],
-                "decoded": [tok.decode(e["input_ids"], skip_special_tokens=skip) for e in encoded
-                            for skip in (False, True)]}
+    texts = ["Київ — столиця України. <s> [Es] 🙂", "river city [Ee] capital <mask> x", "<pad>Дніпрі</s>"]
 
-    ours = behaviour(out)
-    assert ours == behaviour(as_saved)
+    ours = tokenizer_behaviour(out, texts, ("[Es]", "[Ee]"))
+    assert ours == tokenizer_behaviour(as_saved, texts, ("[Es]", "[Ee]"))
     assert ours["markers"] == [4, 5] and {0, 1, 2, 3, 4, 5} <= set(ours["specials"]) and ours["len"] == 300

@@ -439,8 +439,8 @@ class PreparedPage:
         return not (present.adjacent.isdisjoint(gate) and present.present.isdisjoint(gate)
                     and (self.loose is None or self.loose.isdisjoint(gate)))
 
-    def keys_in(self, gates: dict) -> set[str]:
-        """The keys of a stored alias index (gate key -> aliases) that this page holds (set operations in C)."""
+    def keys_in(self, gates: Iterable[str]) -> set[str]:
+        """Those of the gate keys of stored aliases that this page holds (set operations in C)."""
         present = self.present
         found = present.adjacent.intersection(gates)
         found.update(present.present.intersection(gates))

@@ -3,10 +3,11 @@
 Pass 2 labels each page with table lookups instead of joins: for every title (a page title or a link
 target) what it resolves to, for every entity its ranked aliases (what the labeller may use, capped per
 entity), its vocabulary id, and the smallest page id of the articles with that title (the article
-that describes the entity). All four are keyed by a title, so one row per title holds them.
+that describes the entity). All four are keyed by a title: one row per title holds them, its head aliases
+in a row of their own (table ``heads``) that the title row points to.
 
 An entity's aliases are split (``head_aliases``, the labeller's ``top_aliases_per_page``): the first ones,
-which every page that refers to the entity receives, are in its title row; the others, which a page receives
+which every page that refers to the entity receives, are its head row; the others, which a page receives
 only when it uses them itself as anchor texts of the entity, are rows of ``extra_aliases`` keyed by (entity,
 alias). So a page reads the head and its own anchors, not a hub's thousands of aliases. The head is stored
 as each alias's pickle beside an index from its gate keys (:func:`~pipelines.corpus.labels.alias_gate`) to

@@ -21,6 +21,8 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.transforms.window import GlobalWindows
 
+from pipelines.worker_gc import tune_gc
+
 METRICS_NAMESPACE = "wiki_mentions"
 STATS = "stats"  # the tagged output every CountingDoFn has
 MAX_PREFIX = "largest_group/"  # counters under this prefix are maxima, not sums
@@ -60,6 +62,7 @@ class CountingDoFn(beam.DoFn):
         distribution.update(value)
 
     def start_bundle(self) -> None:
+        tune_gc()  # once per worker process: every step of the job is a CountingDoFn
         self._tally = Counter()
         self._maxima = {}
 

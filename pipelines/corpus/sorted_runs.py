@@ -15,18 +15,19 @@ run being merged (at most :data:`MAX_OPEN_RUNS` open at once; more are merged in
 from __future__ import annotations
 
 import hashlib
-import heapq
 import itertools
 import os
 import pickle
 import shutil
 import tempfile
+from bisect import bisect_left, bisect_right
 from operator import itemgetter
 from typing import Callable, Iterable, Iterator
 
 BATCH_RECORDS = 4096  # records per pickle in a run file: one pickle call per batch, not per record
 MAX_OPEN_RUNS = 128  # runs merged at once; beyond that, merged in rounds through local temporary runs
 RECORD_ORDER = itemgetter(0, 1)  # (key, tag): a run's order, and the merge's
+_KEY, _TAG = itemgetter(0), itemgetter(1)
 
 
 def stable_shard(key: str, count: int) -> int:
@@ -37,6 +38,15 @@ def stable_shard(key: str, count: int) -> int:
         return 0
     digest = hashlib.blake2b(key.encode("utf-8"), digest_size=8).digest()
     return int.from_bytes(digest, "big") % count
+
+
+def sort_by_record_order(records: list) -> None:
+    """Sort ``records`` in place by (key, tag), ties in their order (stable): two stable sorts on one
+    field each (tag, then key) compare plain strings and ints, faster than (key, tag) tuples; the tag
+    sort is skipped when all records have one tag (most buffers)."""
+    if len(set(map(_TAG, records))) > 1:
+        records.sort(key=_TAG)
+    records.sort(key=_KEY)
 
 
 def run_name(folder: str, shard: int, producer: str, seq: int, join: Callable = os.path.join) -> str:
@@ -53,12 +63,17 @@ def write_run(records: list, fh) -> int:
     return written
 
 
-def read_run(fh) -> Iterator[tuple]:
+def read_batches(fh) -> Iterator[list]:
+    """A run file's batches of records (lists, in order)."""
     while True:
         try:
-            batch = pickle.load(fh)
+            yield pickle.load(fh)
         except EOFError:
             return
+
+
+def read_run(fh) -> Iterator[tuple]:
+    for batch in read_batches(fh):
         yield from batch
 
 
@@ -79,36 +94,41 @@ class RunWriter:
         self.buffer_records = max(1, buffer_records)
         self._create = create
         self._join = join
-        self._buffers: dict[int, list] = {}
-        self._buffered = 0
+        self._buffer: list = []
         self._seq = 0
         self.runs: list[tuple[int, str]] = []
         self.records = 0
         self.bytes = 0
 
     def add(self, key: str, tag: int, value) -> None:
-        shard = stable_shard(key, self.shards)
-        buffer = self._buffers.get(shard)
-        if buffer is None:
-            buffer = self._buffers[shard] = []
+        buffer = self._buffer
         buffer.append((key, tag, value))
-        self._buffered += 1
-        if self._buffered >= self.buffer_records:
+        if len(buffer) >= self.buffer_records:
             self.spill()
 
     def spill(self) -> None:
-        for shard in sorted(self._buffers):
-            records = self._buffers[shard]
-            records.sort(key=RECORD_ORDER)
+        """Sort the buffer once by (key, tag), then cut it into partitions: one :func:`stable_shard` per
+        distinct key, not per record (a title's records, a target's links share one)."""
+        records, self._buffer = self._buffer, []
+        if not records:
+            return
+        sort_by_record_order(records)
+        partitions: dict[int, list] = {}
+        for key, group in itertools.groupby(records, _KEY):
+            shard = stable_shard(key, self.shards)
+            part = partitions.get(shard)
+            if part is None:
+                partitions[shard] = list(group)
+            else:
+                part.extend(group)
+        for shard in sorted(partitions):
+            part = partitions[shard]
             path = run_name(self.folder, shard, self.producer, self._seq, self._join)
             with self._create(path) as fh:
-                self.bytes += write_run(records, fh)
+                self.bytes += write_run(part, fh)
             self.runs.append((shard, path))
-            self.records += len(records)
-        if self._buffers:
-            self._seq += 1
-        self._buffers = {}
-        self._buffered = 0
+            self.records += len(part)
+        self._seq += 1
 
     def close(self) -> list[tuple[int, str]]:
         self.spill()
@@ -116,8 +136,11 @@ class RunWriter:
 
 
 def merged(paths: Iterable[str], open_read: Callable, tmp_dir: str | None = None) -> Iterator[tuple]:
-    """Every record of the runs at ``paths``, in (key, tag) order."""
-    paths = sorted(paths)
+    """Every record of the runs at ``paths``, in (key, tag) order (their merged blocks, chained in C)."""
+    return itertools.chain.from_iterable(_merged_blocks(sorted(paths), open_read, tmp_dir))
+
+
+def _merged_blocks(paths: list[str], open_read: Callable, tmp_dir: str | None) -> Iterator[list]:
     if len(paths) <= MAX_OPEN_RUNS:
         yield from _merge_open(paths, open_read)
         return
@@ -131,9 +154,9 @@ def merged(paths: Iterable[str], open_read: Callable, tmp_dir: str | None = None
                 out = os.path.join(tmp, f"merge-{level}-{i // MAX_OPEN_RUNS:06d}.run")
                 reader = open_read if level == 0 else _open_local
                 with open(out, "wb") as fh:
-                    batch = []
-                    for record in _merge_open(round_paths[i:i + MAX_OPEN_RUNS], reader):
-                        batch.append(record)
+                    batch: list = []
+                    for block in _merge_open(round_paths[i:i + MAX_OPEN_RUNS], reader):
+                        batch += block
                         if len(batch) >= BATCH_RECORDS:
                             write_run(batch, fh)
                             batch = []
@@ -150,21 +173,70 @@ def _open_local(path: str):
     return open(path, "rb", buffering=1 << 20)
 
 
-def _merge_open(paths: list[str], open_read: Callable) -> Iterator[tuple]:
+def _merge_open(paths: list[str], open_read: Callable) -> Iterator[list]:
+    """The merged records of the runs at ``paths``, in sorted blocks."""
     handles = [open_read(p) for p in paths]
     try:
-        streams = [read_run(h) for h in handles]
-        if len(streams) == 1:
-            yield from streams[0]
+        if len(handles) == 1:
+            yield from read_batches(handles[0])
         else:
-            yield from heapq.merge(*streams, key=RECORD_ORDER)
+            yield from merge_blocks([read_batches(h) for h in handles])
     finally:
         for h in handles:
             h.close()
 
 
+def merge_blocks(runs: list[Iterator[list]]) -> Iterator[list]:
+    """The records of sorted runs (each an iterator of batches), in blocks whose concatenation is in
+    (key, tag) order, ties in run order: what ``heapq.merge(*runs, key=RECORD_ORDER)`` gives, merged a block
+    at a time by C-level sorts instead of a heap step per record.
+
+    Each round takes the smallest last (key, tag) of the runs' current batches, the bound: no record still
+    unread is below it. Every run hands on its records below the bound, and the runs up to the first one
+    whose batch ends at the bound (it has no more records at the bound in this batch than it hands on, but
+    may have some in its next one) also their records at the bound; a stable sort of those pieces, in run
+    order, is the merged block. That first run's batch is then used up and its next one read: memory stays
+    one batch per run, even for a key with more records than a batch."""
+    buffers: list[list] = []
+    sources: list[Iterator[list] | None] = []
+    for run in runs:
+        batch = next(run, None)
+        while batch is not None and not batch:
+            batch = next(run, None)
+        if batch is not None:
+            buffers.append(batch)
+            sources.append(run)
+    order = RECORD_ORDER
+    while True:
+        bound, first = None, -1
+        for i, buffer in enumerate(buffers):
+            if sources[i] is not None:
+                last = order(buffer[-1])
+                if bound is None or last < bound:
+                    bound, first = last, i
+        if bound is None:  # every run read to its end: what is left, merged
+            block = list(itertools.chain.from_iterable(buffers))
+            block.sort(key=order)
+            yield block
+            return
+        block = []
+        for i, buffer in enumerate(buffers):
+            cut = (bisect_right if i <= first else bisect_left)(buffer, bound, key=order)
+            if cut:
+                block += buffer[:cut] if cut < len(buffer) else buffer
+                buffers[i] = buffer[cut:]
+        block.sort(key=order)
+        if block:
+            yield block
+        while not buffers[first]:  # the first run at the bound used its batch up: the next one (skip empty ones)
+            batch = next(sources[first], None)
+            if batch is None:
+                sources[first] = None
+                break
+            buffers[first] = batch
+
+
 def grouped(paths: Iterable[str], open_read: Callable, tmp_dir: str | None = None) -> Iterator[tuple[str, Iterator]]:
     """(key, its records in tag order) for every key of the runs, in key order. Read each key's records
     before asking for the next key (they are streamed, not held)."""
-    for key, records in itertools.groupby(merged(paths, open_read, tmp_dir), key=itemgetter(0)):
-        yield key, records
+    return itertools.groupby(merged(paths, open_read, tmp_dir), key=_KEY)

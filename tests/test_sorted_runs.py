@@ -76,8 +76,8 @@ def test_a_writer_needs_a_shard(tmp_path: Path):
 
 
 def test_the_merge_keeps_ties_in_run_order_across_batches_as_a_heap_merge_does(tmp_path: Path, monkeypatch):
-    """merged() sorts blocks in C; its order must be heapq.merge's (key, tag), ties in run order: a key with
-    more records than a batch (a hub's links) included."""
+    """merged()'s order is (key, tag), ties in run order (the consumers' tables rely on it), also for a key
+    with more records than a batch (a hub's links): a faster merge must keep it."""
     import heapq
 
     monkeypatch.setattr(sorted_runs, "BATCH_RECORDS", 3)

@@ -73,3 +73,30 @@ def test_more_runs_than_can_be_open_are_merged_in_rounds(tmp_path: Path, monkeyp
 def test_a_writer_needs_a_shard(tmp_path: Path):
     with pytest.raises(ValueError, match="shards"):
         RunWriter(str(tmp_path), 0, "p", storage.create)
+
+
+def test_the_merge_keeps_ties_in_run_order_across_batches_as_a_heap_merge_does(tmp_path: Path, monkeypatch):
+    """merged()'s order is (key, tag), ties in run order (the consumers' tables rely on it), also for a key
+    with more records than a batch (a hub's links): a faster merge must keep it."""
+    import heapq
+
+    monkeypatch.setattr(sorted_runs, "BATCH_RECORDS", 3)
+    rng = random.Random(3)
+    runs = []
+    for i in range(5):
+        records = [(rng.choice(["hub", "a", "b", "zz"]), rng.randrange(2), (rng.randrange(1000), i)) for _ in range(rng.randrange(40))]
+        records.sort(key=sorted_runs.RECORD_ORDER)
+        path = tmp_path / f"run-{i}.run"
+        with open(path, "wb") as fh:
+            sorted_runs.write_run(records, fh)
+        runs.append(records)
+    expected = list(heapq.merge(*runs, key=sorted_runs.RECORD_ORDER))
+    assert list(merged([str(tmp_path / f"run-{i}.run") for i in range(5)], storage.open_read)) == expected
+
+
+def test_a_spill_sorts_like_a_stable_sort_on_key_and_tag(tmp_path: Path):
+    records = [(key, tag, n) for n, (key, tag) in enumerate(
+        [("b", 1), ("a", 2), ("b", 0), ("a", 2), ("a", 0), ("b", 1), ("c", 5)])]
+    writer = _write(tmp_path, records, shards=1, buffer=100)
+    with open(writer.runs[0][1], "rb") as fh:
+        assert list(sorted_runs.read_run(fh)) == sorted(records, key=sorted_runs.RECORD_ORDER)

@@ -11,6 +11,7 @@ import logging
 import time
 from collections import Counter
 from dataclasses import dataclass
+from operator import attrgetter
 
 import apache_beam as beam
 from apache_beam.transforms.window import GlobalWindows
@@ -312,8 +313,7 @@ class ExtractRangeToRunsFn(ExtractRangeFn):
         for out in super().process(element):
             if isinstance(out, Article):
                 titles.add(out.title, FIRST_PAGE, out.page_id)
-                for link in out.links:
-                    link_counts[(link.target, link.surface)] += 1
+                link_counts.update(map(_TARGET_AND_SURFACE, out.links))  # counted in C, in the same order
                 if len(link_counts) >= self.buffer_records:
                     _flush_links(link_counts, links)
                 continue
@@ -346,9 +346,13 @@ def count_runs(count, name: str, writer: RunWriter, runs: list) -> None:
     count(f"volume/tables/{name}/run_path_bytes", sum(len(path.encode("utf-8")) - prefix for _shard, path in runs))
 
 
+_TARGET_AND_SURFACE = attrgetter("target", "surface")
+
+
 def _flush_links(link_counts: Counter, links: RunWriter) -> None:
+    add = links.add
     for (target, surface), n in link_counts.items():
-        links.add(target, LINK, (surface, n))
+        add(target, LINK, (surface, n))
     link_counts.clear()
 
 

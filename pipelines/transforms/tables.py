@@ -52,7 +52,7 @@ from pipelines.corpus.resolution import (
     resolve_link_target,
     usable_link,
 )
-from pipelines.corpus.sorted_runs import RunWriter, grouped
+from pipelines.corpus.sorted_runs import RunWriter, grouped, merged
 from pipelines.transforms.parse import (
     CHASE,
     CHASE_RUNS,
@@ -392,8 +392,7 @@ class WriteStoreShardFn(_TableStepFn):
         tmp = tempfile.mkdtemp(prefix="wikiedm-lookup-build-")
         try:
             local = os.path.join(tmp, shard_name(shard, self.shards))
-            records = ((tag, title, value) for title, tag, value in
-                       (r for _key, recs in grouped(self.paths(tagged, STORE_RUNS), _open) for r in recs))
+            records = ((tag, title, value) for title, tag, value in merged(self.paths(tagged, STORE_RUNS), _open))
             rows = write_sorted_shard(records, local, self.head_aliases)
             self.count("lookup/titles", rows)
             self.count("lookup/shard_bytes", os.path.getsize(local))

@@ -206,6 +206,9 @@ class Gpt2BpeEncoder:
         self._white_space[[ord(c) for c in WHITE_SPACE]] = True
         self._byte_len = np.array([len(b) for b in token_bytes], dtype=np.int64)
         self._lead_spaces = np.array([len(b) - len(b.lstrip(b" ")) for b in token_bytes], dtype=np.int64)
+        # UTF-8: the bytes of a token that start a character (not 10xxxxxx), and whether its first byte does.
+        self._char_starts = np.array([sum((c & 0xC0) != 0x80 for c in b) for b in token_bytes], dtype=np.int64)
+        self._opens_char = np.array([bool(b) and (b[0] & 0xC0) != 0x80 for b in token_bytes], dtype=bool)
         self._trail_spaces = np.array([len(b) - len(b.rstrip(b" ")) for b in token_bytes], dtype=np.int64)
 
     @classmethod
@@ -280,19 +283,17 @@ class Gpt2BpeEncoder:
             start, end = boundaries[:-1], boundaries[1:]
             if with_bounds:
                 bounds = TokenBounds(text, boundaries, boundaries)
-        else:  # byte position -> characters starting before it
-            utf8 = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
-            starts_char = np.empty(len(utf8) + 1, dtype=bool)  # byte b starts a character (the end does)
-            np.not_equal(utf8 & 0xC0, 0x80, out=starts_char[:-1])
-            starts_char[-1] = True
-            chars_before = np.zeros(len(utf8) + 1, dtype=np.int64)
-            np.cumsum(starts_char[:-1], out=chars_before[1:])
-            first_char = chars_before[boundaries]
+        else:  # boundary -> characters starting before it, from the tokens' bytes (the text's, in order)
+            first_char = np.zeros(len(ids) + 1, dtype=np.int64)
+            np.cumsum(self._char_starts[index], out=first_char[1:])
+            opens_char = self._opens_char[index]  # the boundary before the token is a character's start
             # A token covers the characters its bytes belong to: from the one holding its first byte
             # to the last one starting before its end.
-            start, end = chars_before[boundaries[:-1] + 1] - 1, first_char[1:]
+            start, end = first_char[:-1] + opens_char - 1, first_char[1:]
             if with_bounds:  # end_char: one less where the boundary falls inside a character
-                bounds = TokenBounds(text, first_char, first_char - ~starts_char[boundaries])
+                end_char = first_char.copy()
+                end_char[:-1] -= ~opens_char
+                bounds = TokenBounds(text, first_char, end_char)
         lead, trail = self._lead_spaces[index], self._trail_spaces[index]
         if len(lead) and start[0] == 0 and lead[0] == 1:  # a prefix space (only token 0 can start at 0 with one)
             lead[0] = 0

@@ -188,6 +188,46 @@ def test_identical_on_every_code_point_in_context(encoder, hf):
         assert_identical(encoder, hf, text)
 
 
+def test_identical_on_every_code_point_without_space_runs(encoder, hf):
+    """The same on the lookahead-free pattern's path: texts with no two whitespace characters before another
+    (the BMP, and a sample of the other planes: both patterns' classes are the same regex engine's)."""
+    planes = [*range(0, 0x10000), *range(0x10000, 0x110000, 37)]
+    points = [cp for cp in planes if not 0xD800 <= cp <= 0xDFFF and chr(cp) not in T.WHITE_SPACE]
+    for i in range(0, len(points), 4000):
+        text = "".join(f"x{c}y {c} 9{c}'{c}{c}\n" for c in map(chr, points[i : i + 4000]))
+        assert not encoder._has_space_run_before_text(text, text.isascii())
+        assert_identical(encoder, hf, text)
+
+
+def test_white_space_is_what_the_pattern_calls_whitespace(encoder):
+    """WHITE_SPACE is exactly ``\\s`` of tiktoken's regex: after a character the pattern takes for whitespace,
+    " b" is split as a run of two spaces before text (the lookahead-free pattern splits it otherwise)."""
+    import tiktoken
+
+    lookahead_free = tiktoken.Encoding("probe", pat_str=T.GPT2_PATTERN_NO_LOOKAHEAD,
+                                         mergeable_ranks=encoder.encoding._mergeable_ranks,
+                                         special_tokens=encoder.encoding._special_tokens)
+    points = [cp for cp in range(0x10000) if not 0xD800 <= cp <= 0xDFFF] + list(range(0x10000, 0x110000, 89))
+    space = {chr(cp) for cp in points
+             if encoder.encoding.encode(f"a{chr(cp)} b") != lookahead_free.encode(f"a{chr(cp)} b")}
+    assert space == set(T.WHITE_SPACE)
+
+
+@pytest.mark.parametrize("text", ["a  b", "a \tb", "a\n\nb", "a\u00a0 b", "a \u3000b", "x\u2028\u2029y", "  a",
+                                  "a  ", "a \n", "end.\n\nNext", "a\u205f\u205f\u205f.", "😀  😀", "a b c\nd"])
+def test_space_runs_before_text_take_the_lookahead_path(encoder, text):
+    run = any(text[i] in T.WHITE_SPACE and text[i + 1] in T.WHITE_SPACE and text[i + 2] not in T.WHITE_SPACE
+              for i in range(len(text) - 2))
+    assert encoder._has_space_run_before_text(text, text.isascii()) == run
+    assert encoder.encode_ids(text).tolist() == encoder.encoding.encode(text, disallowed_special=())
+
+
+@settings(max_examples=500, deadline=None)
+@given(text=st.lists(st.sampled_from(["a", "Ж", "9", ".", "'s", "😀", *T.WHITE_SPACE]), max_size=40).map("".join))
+def test_lookahead_free_path_gives_the_same_ids(encoder, text):
+    assert encoder.encode_ids(text).tolist() == encoder.encoding.encode(text, disallowed_special=())
+
+
 def test_identical_on_the_vocabularys_ambiguous_pieces(encoder, hf):
     """Tokens that are also the concatenation of two other tokens in an order vocab.bpe never merges.
 

@@ -62,6 +62,14 @@ APPENDED_SPECIAL_TOKENS = (PAD_TOKEN, BOS_TOKEN, EOS_TOKEN, MASK_TOKEN)
 # GPT-2's pre-tokenisation regex, as the Hugging Face ByteLevel pre-tokenizer spells it.
 TOKENIZER_CONFIG = "tokenizer_config.json"
 GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+# The same without its one lookahead, ``\s+(?!\S)``: it splits a text into the same pieces unless two
+# whitespace characters are followed by another character (then GPT2_PATTERN leaves the last whitespace to the
+# next piece), and tiktoken runs it on the plain regex engine, about twice as fast as with the lookahead.
+# Gpt2BpeEncoder uses it for texts without such a run (extracted articles never have one).
+GPT2_PATTERN_NO_LOOKAHEAD = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+"""
+# What ``\s`` matches in tiktoken's (Rust) regex: Unicode's White_Space characters.
+WHITE_SPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a" \
+              "\u2028\u2029\u202f\u205f\u3000"
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -188,12 +196,19 @@ class Gpt2BpeEncoder:
 
     name = DEFAULT_TOKENIZER
 
-    def __init__(self, encoding: "tiktoken.Encoding", token_bytes: Sequence[bytes]) -> None:
+    def __init__(self, encoding: "tiktoken.Encoding", token_bytes: Sequence[bytes],
+                 no_lookahead: "tiktoken.Encoding | None" = None) -> None:
         import numpy as np
 
         self.encoding = encoding
+        self._no_lookahead = no_lookahead  # GPT2_PATTERN_NO_LOOKAHEAD's, for texts it splits the same way
+        self._white_space = np.zeros(1 << 16, dtype=bool)  # UTF-16 code unit -> is \s (all are in the BMP)
+        self._white_space[[ord(c) for c in WHITE_SPACE]] = True
         self._byte_len = np.array([len(b) for b in token_bytes], dtype=np.int64)
         self._lead_spaces = np.array([len(b) - len(b.lstrip(b" ")) for b in token_bytes], dtype=np.int64)
+        # UTF-8: the bytes of a token that start a character (not 10xxxxxx), and whether its first byte does.
+        self._char_starts = np.array([sum((c & 0xC0) != 0x80 for c in b) for b in token_bytes], dtype=np.int64)
+        self._opens_char = np.array([bool(b) and (b[0] & 0xC0) != 0x80 for b in token_bytes], dtype=bool)
         self._trail_spaces = np.array([len(b) - len(b.rstrip(b" ")) for b in token_bytes], dtype=np.int64)
 
     @classmethod
@@ -207,12 +222,40 @@ class Gpt2BpeEncoder:
         encoding = tiktoken.Encoding(
             "wikiedm-gpt2-bpe", pat_str=GPT2_PATTERN, mergeable_ranks=ranks, special_tokens=specials
         )
+        no_lookahead = tiktoken.Encoding(
+            "wikiedm-gpt2-bpe-no-lookahead", pat_str=GPT2_PATTERN_NO_LOOKAHEAD, mergeable_ranks=ranks,
+            special_tokens=specials,
+        )
         token_bytes = [b""] * (GPT2_VOCAB_SIZE + len(APPENDED_SPECIAL_TOKENS))
         for piece, rank in ranks.items():
             token_bytes[rank] = piece
         for special, rank in specials.items():
             token_bytes[rank] = special.encode("utf-8")
-        return cls(encoding, token_bytes)
+        return cls(encoding, token_bytes, no_lookahead)
+
+    def encode_ids(self, text: str, is_ascii: bool | None = None) -> "np.ndarray":
+        """Token ids of ``text`` (surrogate-free), uint32; literal special-token strings are plain text.
+
+        With the lookahead-free pattern when it splits the text as GPT2_PATTERN does (no run of two
+        whitespace characters before another character): the same ids, faster.
+        """
+        if self._no_lookahead is not None and not self._has_space_run_before_text(
+                text, text.isascii() if is_ascii is None else is_ascii):
+            return self._no_lookahead.encode_to_numpy(text, disallowed_special=())
+        return self.encoding.encode_to_numpy(text, disallowed_special=())
+
+    def _has_space_run_before_text(self, text: str, is_ascii: bool) -> bool:
+        """Whether two whitespace characters (``\\s``) are followed by a third, non-whitespace one."""
+        import numpy as np
+
+        if len(text) < 3:
+            return False
+        if is_ascii:
+            codes = np.frombuffer(text.encode("ascii"), dtype=np.uint8)
+        else:  # a character outside the BMP is two surrogate code units, neither of them \s
+            codes = np.frombuffer(text.encode("utf-16-le"), dtype=np.uint16)
+        space = self._white_space[codes]
+        return bool((space[:-2] & space[1:-1] & ~space[2:]).any())
 
     def encode_with_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
         ids, starts, ends = self.encode_arrays(text)
@@ -229,29 +272,28 @@ class Gpt2BpeEncoder:
         import numpy as np
 
         text = _without_surrogates(text)
-        ids = self.encoding.encode_to_numpy(text, disallowed_special=())  # specials are plain text
+        is_ascii = text.isascii()
+        ids = self.encode_ids(text, is_ascii)  # specials are plain text
         index = ids.astype(np.intp)  # gathers with it are twice as fast as with tiktoken's uint32
         byte_len = self._byte_len[index]
         boundaries = np.zeros(len(ids) + 1, dtype=np.int64)  # byte position of boundary k
         np.cumsum(byte_len, out=boundaries[1:])
         bounds = None
-        if text.isascii():
+        if is_ascii:
             start, end = boundaries[:-1], boundaries[1:]
             if with_bounds:
                 bounds = TokenBounds(text, boundaries, boundaries)
-        else:  # byte position -> characters starting before it
-            utf8 = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
-            starts_char = np.empty(len(utf8) + 1, dtype=bool)  # byte b starts a character (the end does)
-            np.not_equal(utf8 & 0xC0, 0x80, out=starts_char[:-1])
-            starts_char[-1] = True
-            chars_before = np.zeros(len(utf8) + 1, dtype=np.int64)
-            np.cumsum(starts_char[:-1], out=chars_before[1:])
-            first_char = chars_before[boundaries]
+        else:  # boundary -> characters starting before it, from the tokens' bytes (the text's, in order)
+            first_char = np.zeros(len(ids) + 1, dtype=np.int64)
+            np.cumsum(self._char_starts[index], out=first_char[1:])
+            opens_char = self._opens_char[index]  # the boundary before the token is a character's start
             # A token covers the characters its bytes belong to: from the one holding its first byte
             # to the last one starting before its end.
-            start, end = chars_before[boundaries[:-1] + 1] - 1, first_char[1:]
+            start, end = first_char[:-1] + opens_char - 1, first_char[1:]
             if with_bounds:  # end_char: one less where the boundary falls inside a character
-                bounds = TokenBounds(text, first_char, first_char - ~starts_char[boundaries])
+                end_char = first_char.copy()
+                end_char[:-1] -= ~opens_char
+                bounds = TokenBounds(text, first_char, end_char)
         lead, trail = self._lead_spaces[index], self._trail_spaces[index]
         if len(lead) and start[0] == 0 and lead[0] == 1:  # a prefix space (only token 0 can start at 0 with one)
             lead[0] = 0

@@ -307,7 +307,12 @@ class LabelConfig:
 
 def strip_disambiguation(title: str) -> str:
     """'Paris (band)' -> 'Paris'; other titles unchanged."""
+    if not title.endswith(_CLOSING):  # most titles: no regex (its $ also matches before a final newline)
+        return title
     return _DISAMBIGUATION_SUFFIX.sub("", title)
+
+
+_CLOSING = (")", ")\n")
 
 
 def is_curated_name(candidate: AliasCandidate, config: LabelConfig) -> bool:
@@ -320,21 +325,29 @@ def is_curated_name(candidate: AliasCandidate, config: LabelConfig) -> bool:
 
 def rejection_reason(candidate: AliasCandidate, config: LabelConfig) -> str | None:
     """Why ``candidate`` is not usable (a short code), or None when it is."""
-    alias = candidate.alias.strip()
-    if not alias:
-        return "empty"
-    if len(alias) < config.min_alias_chars:
-        return "too_short"
-    if config.require_letter and not any(unicodedata.category(ch).startswith("L") for ch in alias):
-        return "no_letter"
-    if alias.casefold() in config.stopword_set:
-        return "stopword"
+    reason = alias_rejection_reason(candidate.alias.strip(), config)
+    if reason is not None:
+        return reason
     if is_curated_name(candidate, config):
         return None
     if candidate.count < config.min_alias_count:
         return "rare"
     if candidate.prior < config.min_prior:
         return "low_prior"
+    return None
+
+
+def alias_rejection_reason(alias: str, config: LabelConfig) -> str | None:
+    """The reasons of :func:`rejection_reason` that depend on the (stripped) alias alone, checked first: one
+    answer for all the alias's entities."""
+    if not alias:
+        return "empty"
+    if len(alias) < config.min_alias_chars:
+        return "too_short"
+    if config.require_letter and not _has_letter(alias):
+        return "no_letter"
+    if alias.casefold() in config.stopword_set:
+        return "stopword"
     return None
 
 
@@ -766,7 +779,8 @@ _mention_start = operator.attrgetter("start")
 
 
 def _has_letter(s: str) -> bool:
-    return any(unicodedata.category(ch).startswith("L") for ch in s)
+    """Has ``s`` a letter (Unicode category L*)? str.isalpha is exactly that test, in C."""
+    return any(map(str.isalpha, s))
 
 
 def _add_number_targets(targets: dict[str, "_Target"], anchors: dict[str, list[tuple[int, str]]],

@@ -559,3 +559,15 @@ def test_adjacent_token_filter_keeps_possessive_base_whose_apostrophe_is_not_in_
                               language="en", case_sensitive=True, title_case="first-letter")
     labels = label_missing_mentions("u.s.", [], [linked("u.s.'s", "E0")], cfg)
     assert [(m.surface, m.entity, m.source) for m in labels] == [("u.s.", "E0", "alias_possessive_en")]
+
+
+def test_has_letter_is_any_character_of_a_unicode_letter_category():
+    """rejection_reason's no_letter test runs str.isalpha (in C): the same as the categories L* in every code point."""
+    import sys
+    import unicodedata
+
+    from pipelines.corpus.labels import _has_letter
+
+    assert [cp for cp in range(sys.maxunicode + 1)
+            if _has_letter(chr(cp)) != unicodedata.category(chr(cp)).startswith("L")] == []
+    assert _has_letter("1990 é") and not _has_letter("3:16 ²")

@@ -185,3 +185,39 @@ def test_the_job_takes_language_and_case_rule_from_siteinfo_unless_set():
     assert unknown.variant_rules == (ALIAS_FIRST_LETTER_CASE,)
     forced = labels_for_site(LabelConfig(language="en"), SiteInfo(from_dump=False))
     assert forced.language == "en"
+
+
+def test_alias_shapes_made_from_the_alias_tokens_equal_those_made_by_tokenising_each_variant():
+    """pack_alias derives its variants' last pairs from the alias's tokens (once per alias-table row, the
+    bulk of pass 1's label work); they must be those of tokenising every variant, in any script and case."""
+    import random
+
+    from pipelines.corpus.labels import (
+        _TOKENS_SPLITTING_UNSPACED,
+        _TOKENS_WHOLE_WORDS,
+        _alias_shape,
+        _fold,
+        _token_pairs,
+        _variant_ends,
+        alias_form,
+        first_token,
+    )
+
+    def by_variant(alias: str, case_sensitive: bool, token_re) -> tuple:
+        folded = alias if case_sensitive else _fold(alias, False)
+        pairs = _token_pairs(token_re.findall(folded))
+        base = english_possessive_base(folded)
+        return (folded, pairs, pairs[1:-1], None if base is None else _token_pairs(token_re.findall(base)),
+                _variant_ends(folded, token_re) if pairs else None)
+
+    pieces = list("aAbsSeEyYxzcChH '’-.&_1éÉßİǅⒶ\u0345ไ北\u00a0\u2009") + ["ies", "es", "'s", "s'", "ics", " cats"]
+    rng = random.Random(29)
+    aliases = ["Paris 2", "two rootstocks", "Apple pies", "AT&T", "Jesus'", "Pinckney's", "Aไทยa", "É cities",
+               "New York City's", "x-rays", "Ⓐbcd efgs", "İstanbul parks", "ßeta cats", "a b", "Ab's"]
+    aliases += ["".join(rng.choice(pieces) for _ in range(rng.randint(1, 7))) for _ in range(3000)]
+    for alias in aliases:
+        for token_re in (_TOKENS_SPLITTING_UNSPACED, _TOKENS_WHOLE_WORDS):
+            for case_sensitive in (True, False):
+                assert _alias_shape(alias, case_sensitive, token_re) == by_variant(alias, case_sensitive, token_re), alias
+        for config in (EN, dataclasses.replace(EN, case_sensitive=False, match_unspaced_scripts=False)):
+            assert alias_form(alias, config)[0] == first_token(alias, config), alias

@@ -6,7 +6,7 @@ import random
 from collections import Counter
 
 from pipelines.corpus.alias_table import vocab_cutoff, vocab_order_key, vocab_rows
-from pipelines.corpus.candidates import RankedAliases, alias_rank
+from pipelines.corpus.candidates import RankedAliases, alias_rank, ranked_alias_rows
 from pipelines.external_sort import ExternalSorter
 
 
@@ -18,6 +18,39 @@ def test_ranked_aliases_for_a_page():
     order = sorted([("Paris", 5, ()), ("Paree", 0, ("redirect",)), ("PAR", 0, ()), ("Ville", 9, ())],
                    key=lambda a: alias_rank(a[0], "Paris (city)", a[1], a[2]))
     assert [a[0] for a in order] == ["Paris", "Ville", "Paree", "PAR"]
+
+
+def test_ranked_alias_rows_are_the_per_row_filters_rank_and_packing():
+    """The job checks, ranks and packs each alias once for all its entities: the same as each row alone."""
+    from pipelines.corpus.labels import (
+        LINKED,
+        AliasCandidate,
+        LabelConfig,
+        is_curated_name,
+        pack_alias,
+        rejection_reason,
+    )
+
+    entities = ["Paris", "Paris (city)", "Paris (band)", "Paris Hilton", "Ville", "The"]
+    sources = [("anchor",), ("redirect",), ("title",), ("anchor", "redirect"), ("anchor", "title")]
+    aliases = ["Paris", " Paris ", "The", "the", "PA", "1990", "Ville", "Paris 2", "Paris's", "Ville Lumière"]
+    configs = [LabelConfig.for_language("en"), LabelConfig(min_alias_count=2, trust_redirects=False, min_prior=0.3),
+               LabelConfig(case_sensitive=False, stopwords="none", require_letter=False)]
+    rng = random.Random(5)
+    for config in configs:
+        for alias in aliases:
+            rows = [(alias, entity, rng.choice((0, 1, 2, 7)), rng.choice((0.0, 0.005, 0.2, 1.0)), rng.choice(sources))
+                    for entity in rng.sample(entities, 4)]
+            expected = []
+            for _alias, entity, count, prior, row_sources in rows:
+                candidate = AliasCandidate(alias, entity, count, prior, LINKED, row_sources)
+                reason = rejection_reason(candidate, config)
+                if reason is not None:
+                    expected.append((entity, reason, None))
+                    continue
+                packed = pack_alias(alias.strip(), prior, is_curated_name(candidate, config), config)
+                expected.append((entity, None, (alias_rank(packed[0], entity, count, row_sources), packed)))
+            assert list(ranked_alias_rows(alias, rows, config)) == expected, (alias, config)
 
 
 def test_vocab_cutoff_matches_a_full_sort():

@@ -153,3 +153,27 @@ def test_pass2_units_do_not_change_the_corpus(variant, shared_dump_corpus, tmp_p
     assert units == expected and (units > 1 or variant[0] == "--article_cache")
     assert len(list((out / "passages").glob("train-*.parquet"))) == units
     assert not (out / "article_cache").exists() or not any((out / "article_cache").iterdir())
+
+
+def test_alias_steps_hide_the_older_heap_from_the_collector_and_give_it_back():
+    """BuildAliasRows and RankEntityAliases freeze the heap made before them (full collector passes over it
+    were most of their CPU) and unfreeze it after, even on an error; a heap frozen by someone else stays so."""
+    import gc
+
+    from pipelines.transforms.tables import _young_objects_only
+
+    assert gc.get_freeze_count() == 0
+    with _young_objects_only():
+        assert gc.get_freeze_count() > 0
+    assert gc.get_freeze_count() == 0
+    with pytest.raises(KeyError), _young_objects_only():
+        raise KeyError("x")
+    assert gc.get_freeze_count() == 0
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        with _young_objects_only():
+            pass
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()

@@ -12,18 +12,18 @@ has thousands of anchor texts, and no alias the page itself links with is lost.
 """
 from __future__ import annotations
 
-from pipelines.corpus.alias_table import SOURCE_REDIRECT, clean_alias
+from typing import Iterable, Iterator
+
+from pipelines.corpus.alias_table import SOURCE_REDIRECT, SOURCE_TITLE, clean_alias
 from pipelines.corpus.labels import (
     LINKED,
     TITLE,
-    AliasCandidate,
     LabelConfig,
     PackedAlias,
     PreparedPage,
+    alias_form,
     alias_gate,
-    is_curated_name,
-    pack_alias,
-    rejection_reason,
+    alias_rejection_reason,
     strip_disambiguation,
 )
 from pipelines.corpus.resolution import usable_link
@@ -41,14 +41,41 @@ def alias_rank(alias: str, entity: str, count: int, sources: tuple[str, ...]) ->
 
 def usable_alias(row: dict, config: LabelConfig) -> tuple[str | None, PackedAlias | None]:
     """An alias-table row -> (rejection reason, None) or (None, packed alias)."""
-    sources = tuple(row["sources"])
-    candidate = AliasCandidate(row["alias"], row["entity"], row["count"], row["prior"], LINKED, sources)
-    reason = rejection_reason(candidate, config)
+    row = (row["alias"], row["entity"], row["count"], row["prior"], tuple(row["sources"]))
+    ((_entity, reason, ranked),) = ranked_alias_rows(row[0], [row], config)
+    return (reason, None) if ranked is None else (None, ranked[1])
+
+
+def ranked_alias_rows(alias: str, rows: Iterable[tuple[str, str, int, float, tuple[str, ...]]],
+                      config: LabelConfig) -> Iterator[tuple[str, str | None, tuple | None]]:
+    """The alias table's rows of ``alias``, as (alias, entity, count, prior, sources) tuples (its column
+    order) -> (entity, rejection reason, None) for those the labeller may not use (:func:`rejection_reason`)
+    and (entity, None, (:func:`alias_rank`, :func:`pack_alias`)) for the others. What depends on the alias
+    alone (the first checks, its tokens and shape) is made once, not once per entity."""
+    alias = alias.strip()
+    reason = alias_rejection_reason(alias, config)
     if reason is not None:
-        return reason, None
-    alias = row["alias"].strip()
-    # Only what the labeller reads per page: count and sources matter once, here (rank, curated).
-    return None, pack_alias(alias, float(row["prior"]), is_curated_name(candidate, config), config)
+        for _alias, entity, _count, _prior, _sources in rows:
+            yield entity, reason, None
+        return
+    form = None
+    min_count, min_prior, trust_redirects = config.min_alias_count, config.min_prior, config.trust_redirects
+    for _alias, entity, count, prior, sources in rows:
+        # is_curated_name and alias_rank, sharing their test of the entity's title
+        own_title = alias == entity or alias == strip_disambiguation(entity)
+        redirect = SOURCE_REDIRECT in sources
+        curated = own_title or SOURCE_TITLE in sources or (trust_redirects and redirect)
+        if not curated:
+            if count < min_count:
+                yield entity, "rare", None
+                continue
+            if prior < min_prior:
+                yield entity, "low_prior", None
+                continue
+        if form is None:
+            form = alias_form(alias, config)
+        # Only what the labeller reads per page: count and sources matter once, here (rank, curated).
+        yield entity, None, ((not own_title, -count, not redirect, alias), (alias, float(prior), curated, *form))
 
 
 class RankedAliases:

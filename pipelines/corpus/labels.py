@@ -307,7 +307,12 @@ class LabelConfig:
 
 def strip_disambiguation(title: str) -> str:
     """'Paris (band)' -> 'Paris'; other titles unchanged."""
+    if not title.endswith(_CLOSING):  # most titles: no regex (its $ also matches before a final newline)
+        return title
     return _DISAMBIGUATION_SUFFIX.sub("", title)
+
+
+_CLOSING = (")", ")\n")
 
 
 def is_curated_name(candidate: AliasCandidate, config: LabelConfig) -> bool:
@@ -320,21 +325,29 @@ def is_curated_name(candidate: AliasCandidate, config: LabelConfig) -> bool:
 
 def rejection_reason(candidate: AliasCandidate, config: LabelConfig) -> str | None:
     """Why ``candidate`` is not usable (a short code), or None when it is."""
-    alias = candidate.alias.strip()
-    if not alias:
-        return "empty"
-    if len(alias) < config.min_alias_chars:
-        return "too_short"
-    if config.require_letter and not any(unicodedata.category(ch).startswith("L") for ch in alias):
-        return "no_letter"
-    if alias.casefold() in config.stopword_set:
-        return "stopword"
+    reason = alias_rejection_reason(candidate.alias.strip(), config)
+    if reason is not None:
+        return reason
     if is_curated_name(candidate, config):
         return None
     if candidate.count < config.min_alias_count:
         return "rare"
     if candidate.prior < config.min_prior:
         return "low_prior"
+    return None
+
+
+def alias_rejection_reason(alias: str, config: LabelConfig) -> str | None:
+    """The reasons of :func:`rejection_reason` that depend on the (stripped) alias alone, checked first: one
+    answer for all the alias's entities."""
+    if not alias:
+        return "empty"
+    if len(alias) < config.min_alias_chars:
+        return "too_short"
+    if config.require_letter and not _has_letter(alias):
+        return "no_letter"
+    if alias.casefold() in config.stopword_set:
+        return "stopword"
     return None
 
 
@@ -386,9 +399,18 @@ PackedAlias = tuple[str, float, bool, str, tuple]
 
 def pack_alias(alias: str, prior: float, curated: bool, config: "LabelConfig") -> PackedAlias:
     """A usable alias as :func:`label_page` reads it, for ``config``'s folding and tokens."""
+    first, shape = alias_form(alias, config)
+    return (alias, prior, curated, first, shape)
+
+
+def alias_form(alias: str, config: "LabelConfig") -> tuple[str, "_AliasShape"]:
+    """(first token, shape) of a packed alias (:func:`pack_alias`): what depends on the alias alone, so the
+    job makes it once per alias, not once per (alias, entity) row."""
     token_re = _TOKENS_SPLITTING_UNSPACED if config.match_unspaced_scripts else _TOKENS_WHOLE_WORDS
-    return (alias, prior, curated, first_token(alias, config),
-            _alias_shape(alias, config.case_sensitive, token_re))
+    folded = alias if config.case_sensitive else _fold(alias, False)
+    # first_token's text has its spaces unified, the shape's not: the same tokens (spaces are in no token).
+    tokens = token_re.findall(folded)
+    return (tokens[0] if tokens else ""), _shape_of_tokens(folded, tokens, token_re)
 
 
 def first_token(alias: str, config: LabelConfig) -> str:
@@ -757,7 +779,8 @@ _mention_start = operator.attrgetter("start")
 
 
 def _has_letter(s: str) -> bool:
-    return any(unicodedata.category(ch).startswith("L") for ch in s)
+    """Has ``s`` a letter (Unicode category L*)? str.isalpha is exactly that test, in C."""
+    return any(map(str.isalpha, s))
 
 
 def _add_number_targets(targets: dict[str, "_Target"], anchors: dict[str, list[tuple[int, str]]],
@@ -912,13 +935,31 @@ _AliasShape = tuple[str, tuple[str, ...], tuple[str, ...], "tuple[str, ...] | No
 
 def _alias_shape(alias: str, case_sensitive: bool, token_re: re.Pattern) -> _AliasShape:
     folded = alias if case_sensitive else _fold(alias, False)
-    pairs = _token_pairs(token_re.findall(folded))
-    base = english_possessive_base(folded)
-    return (folded, pairs, pairs[1:-1], None if base is None else _token_pairs(token_re.findall(base)),
-            # One token: its variants have one token too (a case or number rule keeps a cased word whole).
-            _variant_ends(folded, token_re) if pairs else None)
+    return _shape_of_tokens(folded, token_re.findall(folded), token_re)
 
 
+def _shape_of_tokens(folded: str, tokens: list[str], token_re: re.Pattern) -> _AliasShape:
+    """:func:`_alias_shape` of ``folded``, whose tokens (``token_re``) are ``tokens``."""
+    pairs = _token_pairs(tokens)
+    # english_possessive_base's cases: "'s" (tokens "'", "s") or "s'" (token "'") cut off, and their tokens with it.
+    if len(folded) > 2 and folded.endswith(_POSSESSIVE_S):
+        base_pairs = pairs[:-2]
+    elif len(folded) > 2 and folded.endswith(_S_POSSESSIVE):
+        base_pairs = pairs[:-1]
+    else:
+        base_pairs = None
+    # One token: its variants have one token too (a case or number rule keeps a cased word whole).
+    if not pairs:
+        ends = None
+    elif token_re is _TOKENS_SPLITTING_UNSPACED or token_re is _TOKENS_WHOLE_WORDS:
+        ends = _variant_ends_of_tokens(folded, tokens, pairs, base_pairs, token_re)
+    else:
+        ends = _variant_ends(folded, token_re)
+    return (folded, pairs, pairs[1:-1], base_pairs, ends)
+
+
+_POSSESSIVE_S = ("'s", "\u2019s")
+_S_POSSESSIVE = ("s'", "s\u2019")
 _ALL_VARIANT_RULES = (ALIAS_FIRST_LETTER_CASE, ALIAS_PLURAL_EN, ALIAS_POSSESSIVE_EN)
 
 
@@ -931,6 +972,42 @@ def _variant_ends(folded: str, token_re: re.Pattern) -> tuple[str, ...] | None:
         if not pairs:
             return None
         ends.add(pairs[-1])
+    return tuple(sorted(ends))
+
+
+def _variant_ends_of_tokens(folded: str, tokens: list[str], pairs: tuple[str, ...],
+                            base_pairs: tuple[str, ...] | None, token_re: re.Pattern) -> tuple[str, ...] | None:
+    """:func:`_variant_ends` of an alias of two tokens or more, from its tokens instead of tokenising each variant.
+
+    The variants (:func:`_variants`, all rules, lowerable) change only the first letter (case rule), the last
+    word (number rule, when that word is the last token: letters cut off or added) and the end (possessive
+    rule: its last one or two tokens cut off), so their tokens are the alias's, so changed. Where that is not
+    sure (a first letter outside ASCII whose case swaps, a last word that is not the last token, a word
+    that only the case-swapped alias makes plural), the variants are tokenised as :func:`_variant_ends` does.
+    """
+    if base_pairs is not None and not base_pairs:
+        return None  # the possessive base has one token
+    first = folded[0]
+    other = first.lower() if first.isupper() else first.upper()  # as swap_first_letter
+    swaps = len(other) == 1 and other != first
+    if swaps and not first.isascii():
+        return _variant_ends(folded, token_re)
+    ends = set()
+    if swaps:  # an ASCII letter: the first token starts with it, and with its other case
+        ends.add(pairs[-1] if len(tokens) > 2 else f"{other}{tokens[0][1:]} {tokens[1]}")
+    number = english_number_variant(folded)
+    head, space, word = folded.rpartition(" ")
+    if number is not None:
+        if tokens[-1] != word:
+            return _variant_ends(folded, token_re)
+        changed = number[len(head) + 1:]  # the last word, singular or plural: still one token
+        ends.add(f"{tokens[-2]} {changed}")
+        if swaps:  # the plural of the swapped alias, and the swapped plural: the same text
+            ends.add(f"{tokens[-2] if len(tokens) > 2 else other + tokens[0][1:]} {changed}")
+    elif swaps and not space and english_number_variant(other + folded[1:]) is not None:
+        return _variant_ends(folded, token_re)
+    if base_pairs is not None:
+        ends.add(base_pairs[-1])
     return tuple(sorted(ends))
 
 

@@ -23,6 +23,8 @@ the corpus on every shared dump (tests/golden/corpus_rows.json) were made with b
 """
 from __future__ import annotations
 
+import contextlib
+import gc
 import heapq
 import os
 import shutil
@@ -31,6 +33,7 @@ from collections import Counter
 from operator import itemgetter
 
 import apache_beam as beam
+import pyarrow as pa
 
 from pipelines.corpus.alias_table import (
     SOURCE_ANCHOR,
@@ -40,7 +43,7 @@ from pipelines.corpus.alias_table import (
     vocab_cutoff,
     vocab_rows,
 )
-from pipelines.corpus.candidates import alias_rank, usable_alias
+from pipelines.corpus.candidates import ranked_alias_rows
 from pipelines.corpus.lookup_store import ALIASES, FIRST_ARTICLE, RESOLUTION, VOCAB_ID, shard_name, write_sorted_shard
 from pipelines.corpus.resolution import (
     ARTICLE,
@@ -82,6 +85,23 @@ LINKED_COUNT = 0
 
 def _open(path: str):
     return storage.open_read(path)
+
+
+@contextlib.contextmanager
+def _young_objects_only():
+    """The garbage collector sees only the objects made inside the block (gc.freeze, then unfreeze): no
+    garbage is kept, but its full passes skip the worker's heap. The alias steps keep hundreds of thousands
+    of nested tuples (records, packed aliases) alive until a run spills; the collector untracks one nesting
+    level per pass, so many of them reach the oldest generation and set off full passes, which were half
+    of BuildAliasRows' CPU in the job. Left alone when something else froze objects."""
+    if gc.get_freeze_count():
+        yield
+        return
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 class _TableStepFn(CountingDoFn):
@@ -253,40 +273,49 @@ class BuildAliasRowsFn(_TableStepFn):
         entities = self.writer(ENTITY_RUNS, shard)
         relative = f"alias_table/{parquet_shard_name('alias_table', shard, self.alias_shards)}"
         parquet = storage.ParquetFileWriter(storage.join(self.output, relative), SCHEMAS["alias_table"])
-        batch: list = []
-        for alias, records in grouped(self.paths(tagged, ALIAS_RUNS), _open):
-            per_entity: dict[str, list] = {}
-            for _key, _tag, (entity, n, source) in records:
-                evidence = per_entity.get(entity)
-                if evidence is None:
-                    per_entity[entity] = [n, {source}]
-                else:
-                    evidence[0] += n
-                    evidence[1].add(source)
-            total = sum(count for count, _sources in per_entity.values())
-            for entity in sorted(per_entity):
-                count, sources = per_entity[entity]
-                row = {"alias": alias, "entity": entity, "count": int(count),
-                       "prior": (count / total) if total else 0.0, "sources": sorted(sources)}
-                batch.append(row)
-                self._rank(row, entities)
-            if len(batch) >= self.row_group_rows:
-                parquet.write_rows(batch[:self.row_group_rows])
-                batch = batch[self.row_group_rows:]
-        parquet.write_rows(batch)
+        schema = SCHEMAS["alias_table"]
+        batch: list = []  # rows as tuples in the table's column order: no dict per row
+        dropped: Counter = Counter()
+        usable = 0
+        with _young_objects_only():
+            for alias, records in grouped(self.paths(tagged, ALIAS_RUNS), _open):
+                per_entity: dict[str, list] = {}
+                for _key, _tag, (entity, n, source) in records:
+                    evidence = per_entity.get(entity)
+                    if evidence is None:
+                        per_entity[entity] = [n, {source}]
+                    else:
+                        evidence[0] += n
+                        evidence[1].add(source)
+                total = sum(count for count, _sources in per_entity.values())
+                first = len(batch)
+                for entity in sorted(per_entity):
+                    count, sources = per_entity[entity]
+                    batch.append((alias, entity, int(count), (count / total) if total else 0.0, tuple(sorted(sources))))
+                for entity, reason, ranked in ranked_alias_rows(alias, batch[first:], self.labels):
+                    if reason is None:
+                        usable += 1
+                        entities.add(entity, RANKED_ALIAS, ranked)
+                    else:
+                        dropped[reason] += 1
+                if len(batch) >= self.row_group_rows:
+                    parquet.write_table(_table(batch[:self.row_group_rows], schema))
+                    batch = batch[self.row_group_rows:]
+        if batch:
+            parquet.write_table(_table(batch, schema))
         sha256, size = parquet.close()
         self.count("volume/tables/alias_rows", parquet.rows)
+        self.count("label_aliases/usable", usable)
+        for reason in sorted(dropped):
+            self.count(f"label_aliases_dropped/{reason}", dropped[reason])
         yield {"path": relative, "bytes": size, "sha256": sha256, "rows": parquet.rows, "kind": "alias_table"}
         yield from self.close(ENTITY_RUNS, entities)
 
-    def _rank(self, row: dict, entities: RunWriter) -> None:
-        reason, packed = usable_alias(row, self.labels)
-        if reason is not None:
-            self.count(f"label_aliases_dropped/{reason}")
-            return
-        self.count("label_aliases/usable")
-        rank = alias_rank(packed[0], row["entity"], int(row["count"]), tuple(row["sources"]))
-        entities.add(row["entity"], RANKED_ALIAS, (rank, packed))
+
+def _table(rows: list[tuple], schema: pa.Schema) -> pa.Table:
+    """Rows as tuples in ``schema``'s column order -> a table (the same as from_pylist of their dicts)."""
+    return pa.Table.from_arrays([pa.array(column, field.type) for column, field in zip(zip(*rows), schema)],
+                                schema=schema)
 
 
 _RANK = itemgetter(0)
@@ -309,21 +338,22 @@ class RankEntityAliasesFn(_TableStepFn):
         linked = self.writer(LINKED_RUNS, shard)
         histogram: Counter = Counter()
         keep = self.max_aliases
-        for entity, records in grouped(self.paths(tagged, ENTITY_RUNS), _open):
-            links, has_links, ranked = 0, False, []
-            for _key, tag, value in records:
-                if tag == ENTITY_LINKS:
-                    links += value
-                    has_links = True
-                else:
-                    ranked.append(value)
-                    if len(ranked) >= 4 * keep + 64:  # bounded for a hub with many aliases
-                        ranked = heapq.nsmallest(keep, ranked, key=_RANK)
-            if has_links:
-                linked.add(entity, LINKED_COUNT, links)
-                histogram[links] += 1
-            if ranked:
-                store.add(entity, ALIASES, heapq.nsmallest(keep, ranked, key=_RANK))
+        with _young_objects_only():
+            for entity, records in grouped(self.paths(tagged, ENTITY_RUNS), _open):
+                links, has_links, ranked = 0, False, []
+                for _key, tag, value in records:
+                    if tag == ENTITY_LINKS:
+                        links += value
+                        has_links = True
+                    else:
+                        ranked.append(value)
+                        if len(ranked) >= 4 * keep + 64:  # bounded for a hub with many aliases
+                            ranked = heapq.nsmallest(keep, ranked, key=_RANK)
+                if has_links:
+                    linked.add(entity, LINKED_COUNT, links)
+                    histogram[links] += 1
+                if ranked:
+                    store.add(entity, ALIASES, heapq.nsmallest(keep, ranked, key=_RANK))
         yield dict(histogram)
         yield from self.close(STORE_RUNS, store)
         yield from self.close(LINKED_RUNS, linked)

@@ -5,9 +5,11 @@ dump, in one process, interleaved, CPU seconds (``time.process_time``), medians 
 
 * ``re_extract``: read the dump (decompress, split pages), classify each page and extract its article, as
   pass 1 did: what the job does.
-* ``cache_read``: read a zstd-compressed file of pickled articles (what pass 1 would have written per range):
-  decompress and unpickle. Its other cost, ``cache_write`` (pickle and compress, paid in pass 1), and the
+* ``cache_read``: read a chunk of pass 1's article cache (pipelines.corpus.article_cache, as the job writes
+  it): decompress and unpickle. Its other cost, ``cache_write`` (pickle and compress, paid in pass 1), and the
   cache's size per compressed byte of dump are reported too.
+* ``records_l3_write`` / ``records_l3_read``: the cache's former format as a baseline (each ``Article``
+  pickled as a record, zstd level 3), side by side: ``cache_over_records_l3`` is the ratio of write + read.
 
 The cheaper default is the one whose pass-2 cost plus pass-1 cost is lower: ``cache_read + cache_write``
 against ``re_extract``. Results: ``benchmarks/results/pass2_source.json``.
@@ -32,11 +34,13 @@ import zstandard
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from pipelines.corpus.article_cache import ChunkedCacheWriter, read_chunk  # noqa: E402
 from pipelines.corpus.page_kinds import classify_page  # noqa: E402
 from pipelines.corpus.resolution import ARTICLE  # noqa: E402
 from pipelines.dump import iter_pages, read_siteinfo  # noqa: E402
 from pipelines.records import Article, DeadLetter  # noqa: E402
 from pipelines.wikitext import DisambiguationConfig, ExtractionError, extract_article  # noqa: E402
+from pipelines.worker_gc import tune_gc  # noqa: E402
 
 DEFAULT_DUMP = (REPO / ".." / "shared" / "wikidumps" / "enwiki-2016-206pages-articles1.xml.bz2").resolve()
 
@@ -58,7 +62,25 @@ def re_extract(dump: str, site) -> list[Article]:
     return articles
 
 
+class _KeptBytesIO(io.BytesIO):
+    def close(self) -> None:  # the writer closes its file; keep the bytes
+        pass
+
+
 def cache_write(articles: list[Article]) -> bytes:
+    out = _KeptBytesIO()
+    writer = ChunkedCacheWriter("", lambda folder, name: name, lambda path: out, 0, 0, len(articles) + 1)
+    for article in articles:
+        writer.add(article, 0)
+    writer.finish(0)
+    return out.getvalue()
+
+
+def cache_read(data: bytes) -> list[Article]:
+    return list(read_chunk(io.BytesIO(data)))
+
+
+def records_l3_write(articles: list[Article]) -> bytes:
     out = io.BytesIO()
     with zstandard.ZstdCompressor(level=3).stream_writer(out, closefd=False) as writer:
         for article in articles:
@@ -66,7 +88,7 @@ def cache_write(articles: list[Article]) -> bytes:
     return out.getvalue()
 
 
-def cache_read(data: bytes) -> list[Article]:
+def records_l3_read(data: bytes) -> list[Article]:
     articles = []
     with zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data)) as reader:
         buffered = io.BufferedReader(reader, 1 << 20)
@@ -91,8 +113,9 @@ def main() -> None:
     args = parser.parse_args()
     load_at_start = os.getloadavg()[0]
     site = read_siteinfo(args.dump)
-    rounds = {"re_extract": [], "cache_write": [], "cache_read": []}
-    pages = cache_bytes = 0
+    tune_gc()  # as in the job's workers
+    rounds = {"re_extract": [], "cache_write": [], "cache_read": [], "records_l3_write": [], "records_l3_read": []}
+    pages = cache_bytes = records_bytes = 0
     for _ in range(args.repeat):
         seconds, articles = cpu(re_extract, args.dump, site)
         rounds["re_extract"].append(seconds)
@@ -101,7 +124,13 @@ def main() -> None:
         seconds, back = cpu(cache_read, data)
         rounds["cache_read"].append(seconds)
         assert back == articles, "the cache must give back the same articles"
-        pages, cache_bytes = len(articles), len(data)
+        del back
+        seconds, old = cpu(records_l3_write, articles)
+        rounds["records_l3_write"].append(seconds)
+        seconds, back = cpu(records_l3_read, old)
+        rounds["records_l3_read"].append(seconds)
+        assert back == articles
+        pages, cache_bytes, records_bytes = len(articles), len(data), len(old)
     median = {name: statistics.median(values) for name, values in rounds.items()}
     per_page_ms = {name: round(1000 * s / pages, 3) for name, s in median.items()}
     cache_total = median["cache_write"] + median["cache_read"]
@@ -115,6 +144,12 @@ def main() -> None:
         "cache_bytes": cache_bytes,
         "cache_bytes_per_dump_byte": round(cache_bytes / os.path.getsize(args.dump), 3),
         "cache_write_plus_read_over_re_extract": round(cache_total / median["re_extract"], 4),
+        "records_l3_bytes": records_bytes,
+        "cache_over_records_l3": {
+            "write": round(median["cache_write"] / median["records_l3_write"], 3),
+            "read": round(median["cache_read"] / median["records_l3_read"], 3),
+            "write_plus_read": round(cache_total / (median["records_l3_write"] + median["records_l3_read"]), 3),
+            "bytes": round(cache_bytes / records_bytes, 3)},
         "cheaper": "cache" if cache_total < median["re_extract"] else "re_extract",
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "load_average_at_start": load_at_start,
                     "load_average_at_end": os.getloadavg()[0]},

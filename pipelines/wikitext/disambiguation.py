@@ -135,14 +135,30 @@ def _normalised_name(name: str, table: NamespaceTable) -> str | None:
     return _name_key(name)
 
 
+_DEFAULT_CONFIG = DisambiguationConfig()
+MAX_CACHED_NAME_SETS = 16
+# (id(config), id(site)) -> (config, site, config.names_for(site)): built once per job step, not per page
+# (the entry holds both objects, so their ids are not reused while it lives).
+_names_for_cache: dict[tuple[int, int], tuple[DisambiguationConfig, SiteInfo, frozenset[str]]] = {}
+
+
+def _wanted_names(config: DisambiguationConfig, site: SiteInfo) -> frozenset[str]:
+    entry = _names_for_cache.get((id(config), id(site)))
+    if entry is None or entry[0] is not config or entry[1] is not site:
+        if len(_names_for_cache) >= MAX_CACHED_NAME_SETS:
+            _names_for_cache.clear()
+        entry = _names_for_cache[id(config), id(site)] = (config, site, config.names_for(site))
+    return entry[2]
+
+
 def is_disambiguation(wikitext: str, site: SiteInfo,
                       config: DisambiguationConfig | None = None) -> bool:
     """True when the page uses a disambiguation template or magic word."""
-    config = config or DisambiguationConfig()
+    config = config or _DEFAULT_CONFIG
     upper = wikitext.upper() if "__" in wikitext else ""
     if any(word.upper() in upper for word in config.magic_words):
         return True
     if "{{" not in wikitext:
         return False
-    wanted = config.names_for(site)
+    wanted = _wanted_names(config, site)
     return any(name in wanted for name in template_names(wikitext, site))

@@ -555,7 +555,7 @@ def label_page(
         occupied[start:end] = b"\x01" * (end - start)
         entity, source = target.at(start)
         labels.append(Mention(start, end, text[start:end], entity, source))
-    labels.sort(key=lambda m: m.start)
+    labels.sort(key=_mention_start)
     return labels
 
 
@@ -686,7 +686,11 @@ def _variant_targets(targets: dict[str, "_Target"], rules: tuple[str, ...], conf
     min_chars, stopwords = config.min_alias_chars, config.stopwords
     by_rule = _usable_variants_cache(rules, min_chars, stopwords, True)
     by_text = _usable_variants_cache(rules, min_chars, stopwords, False)
-    may_hold = present.may_hold if present is not None else None
+    # present.may_hold, inlined (most variants are asked, and fail): the same lookups without a call each.
+    words = present.words if present is not None else None
+    page_tokens = present.present if present is not None else None
+    adjacent = present.adjacent if present is not None else None
+    token_re = present.token_re if present is not None else None
     for alias in sorted(targets):  # by text, not by the order the page's candidates arrived in
         target = targets[alias]
         if target.source == SAME_PAGE_NUMBER:
@@ -708,8 +712,12 @@ def _variant_targets(targets: dict[str, "_Target"], rules: tuple[str, ...], conf
                 if known is not None and _entities_of(known) != _entities_of(target):
                     variants[text] = None
                 continue
-            if may_hold is not None and not may_hold(text):
-                continue
+            if words is not None:
+                shape = words.get(text)
+                if shape is None:
+                    shape = words[text] = _word_shape(text, token_re)
+                if shape[0] is not None and (shape[0] not in page_tokens or not adjacent.issuperset(shape[1])):
+                    continue
             if target.by_position:
                 variants[text] = _Target(target.entity, source,
                                          tuple((start, entity, source) for start, entity, _s in target.by_position))

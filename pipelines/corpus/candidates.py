@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Iterable, Iterator
 
-from pipelines.corpus.alias_table import SOURCE_REDIRECT, SOURCE_TITLE, clean_alias
+from pipelines.corpus.alias_table import SOURCE_REDIRECT, clean_alias
 from pipelines.corpus.labels import (
     LINKED,
     TITLE,
@@ -24,6 +24,8 @@ from pipelines.corpus.labels import (
     alias_form,
     alias_gate,
     alias_rejection_reason,
+    curated_name,
+    evidence_rejection_reason,
     strip_disambiguation,
 )
 from pipelines.corpus.resolution import usable_link
@@ -39,13 +41,6 @@ def alias_rank(alias: str, entity: str, count: int, sources: tuple[str, ...]) ->
     return (not own_title, -count, SOURCE_REDIRECT not in sources, alias)
 
 
-def usable_alias(row: dict, config: LabelConfig) -> tuple[str | None, PackedAlias | None]:
-    """An alias-table row -> (rejection reason, None) or (None, packed alias)."""
-    row = (row["alias"], row["entity"], row["count"], row["prior"], tuple(row["sources"]))
-    ((_entity, reason, ranked),) = ranked_alias_rows(row[0], [row], config)
-    return (reason, None) if ranked is None else (None, ranked[1])
-
-
 def ranked_alias_rows(alias: str, rows: Iterable[tuple[str, str, int, float, tuple[str, ...]]],
                       config: LabelConfig) -> Iterator[tuple[str, str | None, tuple | None]]:
     """The alias table's rows of ``alias``, as (alias, entity, count, prior, sources) tuples (its column
@@ -59,23 +54,16 @@ def ranked_alias_rows(alias: str, rows: Iterable[tuple[str, str, int, float, tup
             yield entity, reason, None
         return
     form = None
-    min_count, min_prior, trust_redirects = config.min_alias_count, config.min_prior, config.trust_redirects
     for _alias, entity, count, prior, sources in rows:
-        # is_curated_name and alias_rank, sharing their test of the entity's title
-        own_title = alias == entity or alias == strip_disambiguation(entity)
-        redirect = SOURCE_REDIRECT in sources
-        curated = own_title or SOURCE_TITLE in sources or (trust_redirects and redirect)
-        if not curated:
-            if count < min_count:
-                yield entity, "rare", None
-                continue
-            if prior < min_prior:
-                yield entity, "low_prior", None
-                continue
+        curated = curated_name(alias, entity, sources, config)
+        reason = evidence_rejection_reason(curated, count, prior, config)
+        if reason is not None:
+            yield entity, reason, None
+            continue
         if form is None:
             form = alias_form(alias, config)
         # Only what the labeller reads per page: count and sources matter once, here (rank, curated).
-        yield entity, None, ((not own_title, -count, not redirect, alias), (alias, float(prior), curated, *form))
+        yield entity, None, (alias_rank(alias, entity, count, sources), (alias, float(prior), curated, *form))
 
 
 class RankedAliases:

@@ -317,10 +317,14 @@ _CLOSING = (")", ")\n")
 
 def is_curated_name(candidate: AliasCandidate, config: LabelConfig) -> bool:
     """True for the entity's title (with or without its qualifier) or a trusted redirect."""
-    alias = candidate.alias.strip()
-    if alias == candidate.entity or alias == strip_disambiguation(candidate.entity):
+    return curated_name(candidate.alias.strip(), candidate.entity, candidate.sources, config)
+
+
+def curated_name(alias: str, entity: str, sources: tuple[str, ...], config: LabelConfig) -> bool:
+    """:func:`is_curated_name` of a (stripped) alias of ``entity`` with these alias-table sources."""
+    if alias == entity or alias == strip_disambiguation(entity):
         return True
-    return SOURCE_TITLE in candidate.sources or (config.trust_redirects and SOURCE_REDIRECT in candidate.sources)
+    return SOURCE_TITLE in sources or (config.trust_redirects and SOURCE_REDIRECT in sources)
 
 
 def rejection_reason(candidate: AliasCandidate, config: LabelConfig) -> str | None:
@@ -328,11 +332,17 @@ def rejection_reason(candidate: AliasCandidate, config: LabelConfig) -> str | No
     reason = alias_rejection_reason(candidate.alias.strip(), config)
     if reason is not None:
         return reason
-    if is_curated_name(candidate, config):
+    return evidence_rejection_reason(is_curated_name(candidate, config), candidate.count, candidate.prior, config)
+
+
+def evidence_rejection_reason(curated: bool, count: int, prior: float, config: LabelConfig) -> str | None:
+    """The reasons of :func:`rejection_reason` that depend on one (alias, entity) row's evidence: a curated
+    name is never rare nor of low prior."""
+    if curated:
         return None
-    if candidate.count < config.min_alias_count:
+    if count < config.min_alias_count:
         return "rare"
-    if candidate.prior < config.min_prior:
+    if prior < config.min_prior:
         return "low_prior"
     return None
 
@@ -686,11 +696,7 @@ def _variant_targets(targets: dict[str, "_Target"], rules: tuple[str, ...], conf
     min_chars, stopwords = config.min_alias_chars, config.stopwords
     by_rule = _usable_variants_cache(rules, min_chars, stopwords, True)
     by_text = _usable_variants_cache(rules, min_chars, stopwords, False)
-    # present.may_hold, inlined (most variants are asked, and fail): the same lookups without a call each.
-    words = present.words if present is not None else None
-    page_tokens = present.present if present is not None else None
-    adjacent = present.adjacent if present is not None else None
-    token_re = present.token_re if present is not None else None
+    may_hold = present.may_hold if present is not None else None
     for alias in sorted(targets):  # by text, not by the order the page's candidates arrived in
         target = targets[alias]
         if target.source == SAME_PAGE_NUMBER:
@@ -712,12 +718,8 @@ def _variant_targets(targets: dict[str, "_Target"], rules: tuple[str, ...], conf
                 if known is not None and _entities_of(known) != _entities_of(target):
                     variants[text] = None
                 continue
-            if words is not None:
-                shape = words.get(text)
-                if shape is None:
-                    shape = words[text] = _word_shape(text, token_re)
-                if shape[0] is not None and (shape[0] not in page_tokens or not adjacent.issuperset(shape[1])):
-                    continue
+            if may_hold is not None and not may_hold(text):
+                continue
             if target.by_position:
                 variants[text] = _Target(target.entity, source,
                                          tuple((start, entity, source) for start, entity, _s in target.by_position))
@@ -949,13 +951,9 @@ def _alias_shape(alias: str, case_sensitive: bool, token_re: re.Pattern) -> _Ali
 def _shape_of_tokens(folded: str, tokens: list[str], token_re: re.Pattern) -> _AliasShape:
     """:func:`_alias_shape` of ``folded``, whose tokens (``token_re``) are ``tokens``."""
     pairs = _token_pairs(tokens)
-    # english_possessive_base's cases: "'s" (tokens "'", "s") or "s'" (token "'") cut off, and their tokens with it.
-    if len(folded) > 2 and folded.endswith(_POSSESSIVE_S):
-        base_pairs = pairs[:-2]
-    elif len(folded) > 2 and folded.endswith(_S_POSSESSIVE):
-        base_pairs = pairs[:-1]
-    else:
-        base_pairs = None
+    # english_possessive_base cuts "'s" (tokens "'", "s") or the "'" of "s'" (token "'"): one token per character.
+    base = english_possessive_base(folded)
+    base_pairs = None if base is None else pairs[:len(base) - len(folded)]
     # One token: its variants have one token too (a case or number rule keeps a cased word whole).
     if not pairs:
         ends = None
@@ -966,8 +964,6 @@ def _shape_of_tokens(folded: str, tokens: list[str], token_re: re.Pattern) -> _A
     return (folded, pairs, pairs[1:-1], base_pairs, ends)
 
 
-_POSSESSIVE_S = ("'s", "\u2019s")
-_S_POSSESSIVE = ("s'", "s\u2019")
 _ALL_VARIANT_RULES = (ALIAS_FIRST_LETTER_CASE, ALIAS_PLURAL_EN, ALIAS_POSSESSIVE_EN)
 
 

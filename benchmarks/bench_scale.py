@@ -20,7 +20,9 @@ reaped ones, or the last sample of one that was not reaped), wall time, and the 
 after. The figures a user pays per unit of input come from differences between sizes, so start-up cancels:
 
 * marginal RAM per byte of XML = (peak(x64) - peak(x8)) / (XML bytes(x64) - XML bytes(x8));
-* marginal CPU per page, the job's over wikiextractor's (runs of the same invocations);
+* marginal CPU per page, the job's over wikiextractor's (runs of the same invocations), from the medians
+  per size and, robust to the machine's speed changing between rounds, per round (``..._same_round``: the
+  job and wikiextractor run back to back in each round; at each size too, ``cpu_vs_wikiextractor_same_round``);
 * wall time with 2 workers / 1 worker at each size;
 * elements and bytes crossing shuffles per page, from the job's ``volume/*`` counters in ``stats.json``.
 
@@ -298,6 +300,29 @@ def _median(rows: list[dict], key: str) -> float | None:
     return statistics.median(values) if values else None
 
 
+def _by_round(rows: list[dict], size: int) -> dict[tuple, float]:
+    """CPU seconds of the runs at ``size``, by (session, round); runs recorded before rounds were: none."""
+    return {(r["session"], r["round"]): r["cpu_s"] for r in rows if r["size"] == size and r.get("round") is not None}
+
+
+def _same_round_ratios(job: list[dict], baseline: list[dict], size: int) -> list[float]:
+    """The job's CPU over wikiextractor's at one size, per round that ran both (back to back, so a change of
+    the machine's speed between rounds, which a shared machine has, cancels)."""
+    mine, theirs = _by_round(job, size), _by_round(baseline, size)
+    return [mine[k] / theirs[k] for k in sorted(mine.keys() & theirs.keys()) if theirs[k] > 0]
+
+
+def _same_round_marginal_ratios(job: list[dict], baseline: list[dict], a: int, b: int, pages: int) -> list[float]:
+    """The marginal CPU per page between sizes a and b, the job's over wikiextractor's, per round that ran all four."""
+    ja, jb, wa, wb = _by_round(job, a), _by_round(job, b), _by_round(baseline, a), _by_round(baseline, b)
+    ratios = []
+    for k in sorted(ja.keys() & jb.keys() & wa.keys() & wb.keys()):
+        wx = (wb[k] - wa[k]) / pages
+        if wx > 0:
+            ratios.append((jb[k] - ja[k]) / pages / wx)
+    return ratios
+
+
 def summarise(runs: list[dict], inputs: dict[str, dict]) -> dict:
     """Medians per (contender, size), marginal figures between sizes, and the ratios the issue asks for."""
     ok = [r for r in runs if r["rc"] == 0]
@@ -331,6 +356,13 @@ def summarise(runs: list[dict], inputs: dict[str, dict]) -> dict:
                     cell["run_file_kib_per_page_by_set"] = {
                         k: round(v / 1024 / inp["pages"], 2) for k, v in sorted(files["bytes"].items())}
             by_size[str(size)] = cell
+        if label != WIKIEXTRACTOR:
+            base = [r for r in ok if r["contender"] == WIKIEXTRACTOR and r["session"] in sessions]
+            for size, cell in by_size.items():
+                same = _same_round_ratios(mine, base, int(size))
+                if same:
+                    cell["cpu_vs_wikiextractor_same_round"] = {"median": round(statistics.median(same), 3),
+                                                               "rounds": len(same)}
         entry: dict = {"sizes": by_size, "sessions": sorted(sessions)}
         sizes = sorted(int(s) for s in by_size)
         if len(sizes) > 1:
@@ -354,6 +386,10 @@ def summarise(runs: list[dict], inputs: dict[str, dict]) -> dict:
                         wx = 1000 * (wb - wa) / (ib["pages"] - ia["pages"])
                         m["wikiextractor_cpu_ms_per_page"] = round(wx, 3)
                         m["cpu_per_page_vs_wikiextractor"] = (round(m["cpu_ms_per_page"] / wx, 3) if wx > 0 else None)  # None: too small to measure
+                    same = _same_round_marginal_ratios(mine, base, a, b, ib["pages"] - ia["pages"])
+                    if same:
+                        m["cpu_per_page_vs_wikiextractor_same_round"] = {
+                            "median": round(statistics.median(same), 3), "rounds": len(same)}
                 entry["marginal"][f"x{a}->x{b}"] = m
         out[label] = entry
     # wall time with more workers / 1 worker, per job and size
@@ -504,7 +540,7 @@ def main(argv: list[str] | None = None) -> int:
                 if c.max_size is not None and size > c.max_size:
                     continue
                 row = run_one(c, size, inputs[str(size)], work, extra, rss_limit)
-                runs.append({"session": session, "started": started, "job_flags": extra,
+                runs.append({"session": session, "round": i, "started": started, "job_flags": extra,
                              "exact_bytes": args.exact_bytes, **row})
                 if args.json:  # after every run: a long session interrupted keeps what it measured
                     write_results(args.json, previous, runs, inputs, args.dump)

@@ -533,11 +533,23 @@ def render_scale_job(stem: str, data: dict) -> Section:
                                   num(m["anon_ram_bytes_per_xml_byte"], 2) if "anon_ram_bytes_per_xml_byte" in m else "–",
                                   num(m["cpu_ms_per_page"]),
                                   f"**{ratio(m['cpu_per_page_vs_wikiextractor'])}**"
-                                  if m.get("cpu_per_page_vs_wikiextractor") is not None else "–"])
+                                  if m.get("cpu_per_page_vs_wikiextractor") is not None else "–",
+                                  _same_round(m.get("cpu_per_page_vs_wikiextractor_same_round"))])
     if marginal_rows:
         body += "\n\nMarginal cost between two sizes (start-up cancels): what each further page or byte costs.\n\n"
         body += table(["", "between", "RAM bytes per byte of XML", "of it, anonymous (not mapped from files)",
-                       "CPU ms per page", "CPU per page / wikiextractor's"], marginal_rows)
+                       "CPU ms per page", "CPU per page / wikiextractor's (medians per size)",
+                       "the same, per round (median of rounds)"], marginal_rows)
+        same_size = [f"{label} {ratio(c['cpu_vs_wikiextractor_same_round']['median'])} at ×{size}"
+                     f" ({c['cpu_vs_wikiextractor_same_round']['rounds']} rounds)"
+                     for label, entry in contenders.items()
+                     for size, c in sorted(entry["sizes"].items(), key=lambda kv: int(kv[0]))
+                     if c.get("cpu_vs_wikiextractor_same_round")]
+        body += ("\n\nThe medians per size may mix rounds run at different machine speeds (a shared machine's "
+                 "speed changes for minutes at a time); a round runs the job and wikiextractor back to back at each "
+                 "size, so its ratio does not depend on that speed.")
+        if same_size:
+            body += " Whole job / wikiextractor at one size, CPU, per round (median): " + "; ".join(same_size) + "."
     speed = data["summary"].get("wall_vs_1_worker", {})
     if speed:
         body += "\n\nWall time / the same job with 1 worker: " + "; ".join(
@@ -565,6 +577,12 @@ def render_scale_job(stem: str, data: dict) -> Section:
                    f"{dump_name(data['dump'])} replicated {sizes} with new titles and anchor texts per copy, written "
                    "as a bz2 multistream dump with its index (100 pages per stream); each contender reads the same "
                    "file; medians of the runs shown; peak RSS is the sum over the process tree", body)
+
+
+def _same_round(cell: dict | None) -> str:
+    if not cell:
+        return "–"
+    return f"{ratio(cell['median'])} ({cell['rounds']} round{'s' if cell['rounds'] != 1 else ''})"
 
 
 def scale_estimates(data: dict) -> str:

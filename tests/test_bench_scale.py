@@ -83,11 +83,36 @@ def test_a_whole_session_writes_marginal_figures_and_the_shuffle_volume(tmp_path
     assert {"ram_bytes_per_xml_byte", "cpu_ms_per_page", "cpu_per_page_vs_wikiextractor"} <= set(marginal)
     assert job["sizes"]["2"]["shuffled_elements_per_page"] > 0 and job["sizes"]["2"]["shuffled_kib_per_page"] > 0
     assert data["summary"]["contenders"]["wikiextractor"]["sizes"]["2"]["cpu_s"] > 0
+    assert job["sizes"]["2"]["cpu_vs_wikiextractor_same_round"]["rounds"] == 1
     assert (tmp_path / "scale.png").stat().st_size > 0
     # a second session (wikiextractor alone) adds its runs to the file
     assert bench_scale.main([*args[:6], *args[8:12]]) == 0, _failed_runs(tmp_path)
     again = json.loads(results.read_text())
     assert len(again["runs"]) == len(data["runs"]) + 2 and {r["session"] for r in again["runs"]} == {1, 2}
+
+
+def _run(contender, size, session, round_, cpu_s):
+    return {"contender": contender, "size": size, "session": session, "round": round_, "cpu_s": cpu_s, "rc": 0,
+            "wall_s": cpu_s, "peak_rss_mib": 100.0 * size, "peak_anon_rss_mib": 90.0 * size,
+            "max_process_rss_mib": 100.0 * size, "load_before": [0.0, 0.0, 0.0]}
+
+
+def test_same_round_ratios_cancel_a_change_of_machine_speed():
+    """Rounds 1 and 2 run at half the speed of round 0: each round's ratio is the same, so their median is too."""
+    inputs = {"8": {"pages": 100, "xml_bytes": 10**7}, "64": {"pages": 800, "xml_bytes": 8 * 10**7}}
+    runs = []
+    for round_, slow in ((0, 1), (1, 2), (2, 2)):
+        runs += [_run("job, 1 worker", 8, 1, round_, 30 * slow), _run("wikiextractor", 8, 1, round_, 10 * slow),
+                 _run("job, 1 worker", 64, 1, round_, 100 * slow), _run("wikiextractor", 64, 1, round_, 45 * slow)]
+    job = bench_scale.summarise(runs, inputs)["contenders"]["job, 1 worker"]
+    assert job["sizes"]["8"]["cpu_vs_wikiextractor_same_round"] == {"median": 3.0, "rounds": 3}
+    same = job["marginal"]["x8->x64"]["cpu_per_page_vs_wikiextractor_same_round"]
+    assert same == {"median": 2.0, "rounds": 3}  # (100 - 30) / (45 - 10) in every round: 2.0
+    # runs recorded before rounds were (no "round") take no part in them
+    for run in runs:
+        run.pop("round")
+    job = bench_scale.summarise(runs, inputs)["contenders"]["job, 1 worker"]
+    assert "cpu_vs_wikiextractor_same_round" not in job["sizes"]["8"]
 
 
 def _failed_runs(folder: Path) -> str:

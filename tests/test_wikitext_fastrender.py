@@ -191,3 +191,11 @@ FOLDED = [" ", "  ", "\n", "\n\n", "\t", "\r", "\xa0", "\u2028", "\x0b", "\u3000
 def test_fold_lines_equals_split_and_join(pieces):
     text = "".join(pieces)
     assert _fold_lines(text) == "\n".join(filter(None, (" ".join(line.split()) for line in text.split("\n"))))
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet="&#_l;t'\ufdd0a", max_size=30), st.sampled_from(["&#", "&lt;", "__", "'\ufdd0", "\ufdd0'", "a"]))
+def test_contains_is_in(text, needle):
+    from pipelines.wikitext.textparts import contains
+
+    assert contains(text, needle) == (needle in text)

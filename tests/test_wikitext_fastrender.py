@@ -7,13 +7,15 @@ mapping form the same way.
 """
 from __future__ import annotations
 
+import sys
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipelines.records import Namespace, SiteInfo
 from pipelines.wikitext import ExtractConfig, ExtractionError, extract_article
-from pipelines.wikitext.extract import _tidy, _tidy_mapped
+from pipelines.wikitext.extract import _MARK, _fold_lines, _tidy, _tidy_mapped
 
 EN = SiteInfo(dbname="enwiki", namespaces=(Namespace(0, ""), Namespace(6, "File"),
                                            Namespace(14, "Category")))
@@ -157,7 +159,7 @@ def test_tidy_by_marks_equals_tidy_by_offset_mapping(pieces, data):
 
 
 PUNCTUATION = [" ", "  ", "\n", "\t", "(", ")", ",", ".", ";", ":", "a", "\xa0", "\uff08", "\uff09",
-               "\ue000", "\ue001"]
+               _MARK]
 
 
 @settings(max_examples=400, deadline=None)
@@ -167,7 +169,33 @@ def test_punctuation_tidy_equals_its_regex(pieces):
 
     text = "".join(pieces)
     if any(  # at most two marks touch in a real text (an end, then a start)
-            text[i] in "\ue000\ue001" and text[i + 1] in "\ue000\ue001" and text[i + 2] in "\ue000\ue001"
+            text[i] == _MARK and text[i + 1] == _MARK and text[i + 2] == _MARK
             for i in range(len(text) - 2)):
         return
     assert _tidy_punctuation(text) == _TIDY_PUNCT_MARKED.sub(r"\1", text)
+
+
+def test_only_the_space_is_printable_whitespace():
+    """_fold_lines' premise: a printable line holds no whitespace but " "."""
+    assert [hex(code) for code in range(sys.maxunicode + 1)
+            if chr(code).isspace() and chr(code).isprintable() and chr(code) != " "] == []
+    assert _MARK.isprintable() and not _MARK.isspace()
+
+
+FOLDED = [" ", "  ", "\n", "\n\n", "\t", "\r", "\xa0", "\u2028", "\x0b", "\u3000", "\x1f", "\xad", "a", "b",
+          _MARK, "\ue000"]
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.lists(st.sampled_from(FOLDED), max_size=24))
+def test_fold_lines_equals_split_and_join(pieces):
+    text = "".join(pieces)
+    assert _fold_lines(text) == "\n".join(filter(None, (" ".join(line.split()) for line in text.split("\n"))))
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet="&#_l;t'\ufdd0a", max_size=30), st.sampled_from(["&#", "&lt;", "__", "'\ufdd0", "\ufdd0'", "a"]))
+def test_contains_is_in(text, needle):
+    from pipelines.wikitext.textparts import contains
+
+    assert contains(text, needle) == (needle in text)

@@ -11,6 +11,7 @@ import logging
 import time
 from collections import Counter
 from dataclasses import dataclass
+from functools import lru_cache
 from operator import attrgetter
 
 import apache_beam as beam
@@ -46,6 +47,7 @@ LINK_DROP_KEYS = frozenset({
 })
 
 
+@lru_cache(maxsize=1024)  # a few dozen keys, asked ~20 times per article
 def extraction_counter(key: str) -> str:
     """Extraction count key -> counter name: links/*, links_dropped/*, templates/* or removed/*."""
     if key == "links_kept":

@@ -39,7 +39,7 @@ from pipelines.wikitext.prepass import DROPPED_TAG_REASONS
 from pipelines.wikitext.textparts import BLOCK_TAGS as _BLOCK_TAGS
 from pipelines.wikitext.textparts import DROPPED_HTML_TAGS as _DROPPED_HTML_TAGS
 from pipelines.wikitext.textparts import Builder as _Builder
-from pipelines.wikitext.textparts import unicode_trail_length
+from pipelines.wikitext.textparts import contains, unicode_trail_length
 
 if TYPE_CHECKING:  # pragma: no cover
     from typing import Any as _Renderer  # pipelines.wikitext.extract._Renderer (which imports this module)
@@ -144,7 +144,7 @@ def render_fast(text: str, renderer: "_Renderer", out: "_Builder") -> int | None
     ``renderer.counts`` partly written: the caller starts again from copies)
     where it declined before any such point.
     """
-    if "'\ufdd0" in text or "\ufdd0'" in text:  # the renderer drops the mark, joining quotes
+    if contains(text, "\ufdd0'") or contains(text, "'\ufdd0"):  # the renderer drops the mark, joining quotes
         raise Decline("mark between apostrophes")
     scan = _FastScan(text, renderer)
     try:

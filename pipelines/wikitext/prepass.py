@@ -63,6 +63,7 @@ from pipelines.wikitext.templates import (
     TemplateCall,
     TemplateRegistry,
 )
+from pipelines.wikitext.textparts import contains
 
 DEFAULT_MAX_DEPTH = 64
 # Left where a removed template/ref/tag was a link's whole label ("[[A|{{x}}]]"),
@@ -189,14 +190,14 @@ def prepass(wikitext: str, *, max_depth: int = DEFAULT_MAX_DEPTH,
     counts: dict[str, int] = {}
     names: dict[str, int] = {}
     text = wikitext
-    if "&#" in text:
+    if contains(text, "&#"):
         text = decode_surrogate_entities(text, counts)
-    if "&lt;" in text:
+    if contains(text, "&lt;"):
         text, escaped = _ESCAPED_REF.subn(_unescape_ref, text)
         _bump(counts, "escaped_refs", escaped)
     context = _Context(counts, names, registry or _default_registry(), title, max_depth)
     cleaned = _scan(text, context)
-    if "__" in cleaned:
+    if contains(cleaned, "__"):
         cleaned, replaced = _MAGIC_WORD.subn("", cleaned)
         _bump(counts, "magic_words", replaced)
     if "<" in cleaned:

@@ -1,6 +1,6 @@
 """Pieces shared by the two wikitext renderers (:mod:`pipelines.wikitext.extract`'s mwparserfromhell walk
 and :mod:`pipelines.wikitext.fastrender`'s fast path): the output builder, the block and dropped HTML
-tags, and the Unicode link-trail rule. Both renderers import this module; neither imports the other's
+tags, the Unicode link-trail rule and a quick substring test. Both renderers import this module; neither imports the other's
 internals, so there is no import circle."""
 from __future__ import annotations
 
@@ -13,6 +13,22 @@ BLOCK_TAGS = frozenset((
     "hr", "br",
 ))
 DROPPED_HTML_TAGS = {"table": "links_in_table", "style": "links_in_tag", "script": "links_in_tag"}
+
+
+def contains(text: str, needle: str) -> bool:
+    """``needle in text``, for a needle whose first character is rare in ``text``: found by memchr.
+
+    (CPython searches for a short needle character by character; on a page this is ~10x faster
+    when the first character occurs a few dozen times, as "&" and "_" do.)
+    """
+    first = needle[0]
+    find = text.find
+    at = find(first)
+    while at >= 0:
+        if text.startswith(needle, at):
+            return True
+        at = find(first, at + 1)
+    return False
 
 
 @dataclass(slots=True)

@@ -5,12 +5,14 @@ partitions them by :func:`stable_shard` of the key, buffers at most ``buffer_rec
 each partition's buffer, sorted by (key, tag), as one run file ``FOLDER/{shard:05d}/{producer}-{seq:04d}.run``
 (:class:`RunWriter`). The consumer of a shard merges every run of that shard (:func:`grouped`): all the
 records of one key arrive together, in tag order, so a step puts its table side (a title's kinds, an
-entity's link counts) on smaller tags than its requests and streams the requests, however many a hub has.
+entity's link counts) on smaller tags than its requests and iterates the requests, however many a hub has.
 
 Only the run paths cross Beam's shuffles. So the DirectRunner, which holds every shuffled collection in
 memory, holds paths, not records, and a Dataflow job's workers find the runs under the job's output
 folder (any filesystem of :mod:`wikiedm.storage`). Memory: one buffer per producer, and one batch per
-run being merged (at most :data:`MAX_OPEN_RUNS` open at once; more are merged in rounds on local disk).
+run being merged (at most :data:`MAX_OPEN_RUNS` open at once; more are merged in rounds on local disk),
+plus the records of one key that a run holds over more than one batch (:func:`merge_batches`; a run is
+at most one buffer).
 """
 from __future__ import annotations
 

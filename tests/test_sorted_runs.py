@@ -146,3 +146,25 @@ def test_a_value_marshal_cannot_write_is_an_error_not_a_changed_value(tmp_path: 
 
     with open(tmp_path / "run", "wb") as fh, pytest.raises(ValueError):
         sorted_runs.write_run([("a", 0, Kind.ARTICLE)], fh)
+
+
+def test_a_reader_that_returns_short_reads_reads_the_same_records(tmp_path: Path):
+    import io
+
+    class Trickle(io.RawIOBase):  # at most 7 bytes per read, like a raw network stream may return
+        def __init__(self, data: bytes) -> None:
+            self.data, self.at = data, 0
+
+        def readable(self) -> bool:
+            return True
+
+        def read(self, n: int = -1) -> bytes:
+            n = 7 if n < 0 else min(n, 7)
+            chunk = self.data[self.at:self.at + n]
+            self.at += len(chunk)
+            return chunk
+
+    records = sorted(_records(300, seed=9), key=sorted_runs.RECORD_ORDER)
+    with open(tmp_path / "run", "wb") as fh:
+        sorted_runs.write_run(records, fh)
+    assert list(sorted_runs.read_run(Trickle((tmp_path / "run").read_bytes()))) == records

@@ -77,14 +77,28 @@ def write_run(records: list, fh) -> int:
 def read_batches(fh) -> Iterator[list]:
     """A run file's batches of records (lists, in order)."""
     while True:
-        head = fh.read(_FRAME.size)
+        head = _read_exactly(fh, _FRAME.size)
         if not head:
             return
         size = _FRAME.unpack(head)[0] if len(head) == _FRAME.size else -1
-        data = fh.read(size) if size >= 0 else b""
+        data = _read_exactly(fh, size) if size >= 0 else b""
         if len(data) != size:
             raise ValueError(f"truncated run file ({getattr(fh, 'name', fh)!r}): a batch frame is cut short")
         yield marshal.loads(data)
+
+
+def _read_exactly(fh, size: int) -> bytes:
+    """``size`` bytes, fewer only at the end of the file (a raw reader may return less per read)."""
+    data = fh.read(size)
+    if len(data) < size:
+        parts = [data]
+        while size > (got := sum(map(len, parts))):
+            more = fh.read(size - got)
+            if not more:
+                break
+            parts.append(more)
+        data = b"".join(parts)
+    return data
 
 
 def read_run(fh) -> Iterator[tuple]:

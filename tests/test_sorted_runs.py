@@ -100,3 +100,71 @@ def test_a_spill_sorts_like_a_stable_sort_on_key_and_tag(tmp_path: Path):
     writer = _write(tmp_path, records, shards=1, buffer=100)
     with open(writer.runs[0][1], "rb") as fh:
         assert list(sorted_runs.read_run(fh)) == sorted(records, key=sorted_runs.RECORD_ORDER)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_block_merge_gives_a_heap_merges_order_and_whole_keys_per_block(tmp_path: Path, monkeypatch, seed: int):
+    """merge_batches against heapq.merge on random runs: empty runs, a hub key over many batches of one run,
+    keys in one run only, batches of 1 to 5 records."""
+    import heapq
+
+    rng = random.Random(seed)
+    monkeypatch.setattr(sorted_runs, "BATCH_RECORDS", rng.randrange(1, 6))
+    keys = ["", "a", "hub", "m", "zz", "Ω"] + [f"k{i}" for i in range(rng.randrange(1, 30))]
+    runs = []
+    for i in range(rng.randrange(2, 9)):
+        records = [(rng.choice(keys), rng.randrange(3), (i, n)) for n in range(rng.choice([0, 1, 5, 40, 120]))]
+        if rng.random() < 0.5:
+            records += [("hub", 1, (i, -n)) for n in range(rng.randrange(30))]
+        records.sort(key=sorted_runs.RECORD_ORDER)
+        path = tmp_path / f"run-{i}.run"
+        with open(path, "wb") as fh:
+            sorted_runs.write_run(records, fh)
+        runs.append(records)
+    paths = [str(tmp_path / f"run-{i}.run") for i in range(len(runs))]
+    expected = list(heapq.merge(*runs, key=sorted_runs.RECORD_ORDER))
+    blocks = list(sorted_runs.merged_blocks(paths, storage.open_read))
+    assert [r for block in blocks for r in block] == expected
+    keys_seen = [{r[0] for r in block} for block in blocks]
+    assert all(not (a & b) for i, a in enumerate(keys_seen) for b in keys_seen[i + 1:])  # a key in one block
+
+
+def test_a_cut_run_file_is_an_error(tmp_path: Path):
+    path = tmp_path / "run"
+    with open(path, "wb") as fh:
+        sorted_runs.write_run([("a", 0, 1), ("b", 0, 2)], fh)
+    path.write_bytes(path.read_bytes()[:-3])
+    with open(path, "rb") as fh, pytest.raises(ValueError, match="truncated"):
+        list(sorted_runs.read_run(fh))
+
+
+def test_a_value_marshal_cannot_write_is_an_error_not_a_changed_value(tmp_path: Path):
+    import enum
+
+    class Kind(str, enum.Enum):
+        ARTICLE = "article"
+
+    with open(tmp_path / "run", "wb") as fh, pytest.raises(ValueError):
+        sorted_runs.write_run([("a", 0, Kind.ARTICLE)], fh)
+
+
+def test_a_reader_that_returns_short_reads_reads_the_same_records(tmp_path: Path):
+    import io
+
+    class Trickle(io.RawIOBase):  # at most 7 bytes per read, like a raw network stream may return
+        def __init__(self, data: bytes) -> None:
+            self.data, self.at = data, 0
+
+        def readable(self) -> bool:
+            return True
+
+        def read(self, n: int = -1) -> bytes:
+            n = 7 if n < 0 else min(n, 7)
+            chunk = self.data[self.at:self.at + n]
+            self.at += len(chunk)
+            return chunk
+
+    records = sorted(_records(300, seed=9), key=sorted_runs.RECORD_ORDER)
+    with open(tmp_path / "run", "wb") as fh:
+        sorted_runs.write_run(records, fh)
+    assert list(sorted_runs.read_run(Trickle((tmp_path / "run").read_bytes()))) == records

@@ -5,27 +5,31 @@ partitions them by :func:`stable_shard` of the key, buffers at most ``buffer_rec
 each partition's buffer, sorted by (key, tag), as one run file ``FOLDER/{shard:05d}/{producer}-{seq:04d}.run``
 (:class:`RunWriter`). The consumer of a shard merges every run of that shard (:func:`grouped`): all the
 records of one key arrive together, in tag order, so a step puts its table side (a title's kinds, an
-entity's link counts) on smaller tags than its requests and streams the requests, however many a hub has.
+entity's link counts) on smaller tags than its requests and iterates the requests, however many a hub has.
 
 Only the run paths cross Beam's shuffles. So the DirectRunner, which holds every shuffled collection in
 memory, holds paths, not records, and a Dataflow job's workers find the runs under the job's output
 folder (any filesystem of :mod:`wikiedm.storage`). Memory: one buffer per producer, and one batch per
-run being merged (at most :data:`MAX_OPEN_RUNS` open at once; more are merged in rounds on local disk).
+run being merged (at most :data:`MAX_OPEN_RUNS` open at once; more are merged in rounds on local disk),
+plus the records of one key that a run holds over more than one batch (:func:`merge_batches`; a run is
+at most one buffer).
 """
 from __future__ import annotations
 
-import gc
+import bisect
 import hashlib
-import heapq
 import itertools
+import marshal
 import os
-import pickle
 import shutil
+import struct
 import tempfile
 from operator import itemgetter
 from typing import Callable, Iterable, Iterator
 
-BATCH_RECORDS = 4096  # records per pickle in a run file: one pickle call per batch, not per record
+BATCH_RECORDS = 4096  # records per marshal frame in a run file: one call per batch, not per record
+MARSHAL_VERSION = 4
+_FRAME = struct.Struct("<I")  # a frame's length
 MAX_OPEN_RUNS = 128  # runs merged at once; beyond that, merged in rounds through local temporary runs
 RECORD_ORDER = itemgetter(0, 1)  # (key, tag): a run's order, and the merge's
 _KEY, _TAG = itemgetter(0), itemgetter(1)
@@ -55,36 +59,50 @@ def run_name(folder: str, shard: int, producer: str, seq: int, join: Callable = 
 
 
 def write_run(records: list, fh) -> int:
-    """Sorted records -> a run file's bytes, in batches; returns the bytes written."""
+    """Sorted records -> a run file's bytes, in batches; returns the bytes written. A batch is one frame: its
+    length (4 bytes, little-endian), then the batch (a list of record tuples) as :mod:`marshal` data
+    (:data:`MARSHAL_VERSION`). marshal writes and reads plain tuples, strings and numbers several times faster
+    than pickle; its format may change between Python versions, which is fine for runs: the job's own steps
+    write and read them, all on one Python (a Dataflow job's workers run one container image). A value
+    marshal cannot write (an instance of a class, a str subclass) raises ValueError when it is written."""
     written = 0
     for i in range(0, len(records), BATCH_RECORDS):
-        data = pickle.dumps(records[i:i + BATCH_RECORDS], protocol=pickle.HIGHEST_PROTOCOL)
+        data = marshal.dumps(records[i:i + BATCH_RECORDS], MARSHAL_VERSION)
+        fh.write(_FRAME.pack(len(data)))
         fh.write(data)
-        written += len(data)
+        written += _FRAME.size + len(data)
     return written
 
 
 def read_batches(fh) -> Iterator[list]:
-    """A run file's batches of records (lists, in order). The cyclic garbage collector is off while a batch
-    is unpickled: its thousands of new tuples would start a collection every few hundred (each a walk of the
-    young objects, now and then of the whole heap: loads took 2x (1M objects alive) to 4x (3M) longer), and
-    they hold no cycles to find."""
+    """A run file's batches of records (lists, in order)."""
     while True:
-        enabled = gc.isenabled()
-        gc.disable()
-        try:
-            batch = pickle.load(fh)
-        except EOFError:
+        head = _read_exactly(fh, _FRAME.size)
+        if not head:
             return
-        finally:
-            if enabled:
-                gc.enable()
-        yield batch
+        size = _FRAME.unpack(head)[0] if len(head) == _FRAME.size else -1
+        data = _read_exactly(fh, size) if size >= 0 else b""
+        if len(data) != size:
+            raise ValueError(f"truncated run file ({getattr(fh, 'name', fh)!r}): a batch frame is cut short")
+        yield marshal.loads(data)
+
+
+def _read_exactly(fh, size: int) -> bytes:
+    """``size`` bytes, fewer only at the end of the file (a raw reader may return less per read)."""
+    data = fh.read(size)
+    if len(data) < size:
+        parts = [data]
+        while size > (got := sum(map(len, parts))):
+            more = fh.read(size - got)
+            if not more:
+                break
+            parts.append(more)
+        data = b"".join(parts)
+    return data
 
 
 def read_run(fh) -> Iterator[tuple]:
-    for batch in read_batches(fh):
-        yield from batch
+    return itertools.chain.from_iterable(read_batches(fh))
 
 
 class RunWriter:
@@ -146,7 +164,13 @@ class RunWriter:
 
 
 def merged(paths: Iterable[str], open_read: Callable, tmp_dir: str | None = None) -> Iterator[tuple]:
-    """Every record of the runs at ``paths``, in (key, tag) order."""
+    """Every record of the runs at ``paths``, in (key, tag) order, ties in the order of ``sorted(paths)``
+    (as ``heapq.merge`` of the runs would give them)."""
+    return itertools.chain.from_iterable(merged_blocks(paths, open_read, tmp_dir))
+
+
+def merged_blocks(paths: Iterable[str], open_read: Callable, tmp_dir: str | None = None) -> Iterator[list]:
+    """:func:`merged`'s records as lists of whole keys: all the records of a key are in one block."""
     paths = sorted(paths)
     if len(paths) <= MAX_OPEN_RUNS:
         yield from _merge_open(paths, open_read)
@@ -161,13 +185,8 @@ def merged(paths: Iterable[str], open_read: Callable, tmp_dir: str | None = None
                 out = os.path.join(tmp, f"merge-{level}-{i // MAX_OPEN_RUNS:06d}.run")
                 reader = open_read if level == 0 else _open_local
                 with open(out, "wb") as fh:
-                    batch = []
-                    for record in _merge_open(round_paths[i:i + MAX_OPEN_RUNS], reader):
-                        batch.append(record)
-                        if len(batch) >= BATCH_RECORDS:
-                            write_run(batch, fh)
-                            batch = []
-                    write_run(batch, fh)
+                    for block in _merge_open(round_paths[i:i + MAX_OPEN_RUNS], reader):
+                        write_run(block, fh)
                 next_paths.append(out)
             round_paths = next_paths
             level += 1
@@ -180,17 +199,71 @@ def _open_local(path: str):
     return open(path, "rb", buffering=1 << 20)
 
 
-def _merge_open(paths: list[str], open_read: Callable) -> Iterator[tuple]:
+def _merge_open(paths: list[str], open_read: Callable) -> Iterator[list]:
     handles = [open_read(p) for p in paths]
     try:
-        streams = [read_run(h) for h in handles]
-        if len(streams) == 1:
-            yield from streams[0]
-        else:
-            yield from heapq.merge(*streams, key=RECORD_ORDER)
+        yield from merge_batches([read_batches(h) for h in handles])
     finally:
         for h in handles:
             h.close()
+
+
+def merge_batches(streams: list[Iterator[list]]) -> Iterator[list]:
+    """Sorted runs, each as an iterator of its batches -> their records merged, as lists of whole keys.
+
+    A merge by blocks, not by record: every round takes, from each run's batch in memory, the records whose
+    key is below the smallest last key of the batches of the runs not yet read to the end (no later batch
+    can hold such a key), sorts them once (:func:`sort_by_record_order`: stable, so a tie keeps its run's
+    order, then its order in its run, as ``heapq.merge`` keeps it), and yields them; the runs whose batch is
+    used up or ends at that key read their next batch. Sorting a few concatenated sorted slices is C work
+    (timsort finds and merges them), where a heap merge costs several Python steps per record. Memory: a
+    batch per run, and the records of the bounding key a run holds in more than one batch (a hub's)."""
+    if len(streams) == 1:
+        yield from streams[0]
+        return
+    held: list[list] = []  # per run: its records not yet yielded
+    open_streams: list = []  # per run: its batch iterator, None once read to the end
+    for stream in streams:
+        batch = _next_batch(stream)
+        held.append(batch or [])
+        open_streams.append(stream if batch else None)
+    while True:
+        bound = min((held[i][-1][0] for i, s in enumerate(open_streams) if s is not None), default=None)
+        if bound is None:  # every run read to the end: the rest, at once
+            block = [record for records in held for record in records]
+            if block:
+                sort_by_record_order(block)
+                yield block
+            return
+        block = []
+        for i, records in enumerate(held):
+            if not records or records[0][0] >= bound:
+                continue
+            if records[-1][0] < bound:
+                block += records
+                held[i] = []
+            else:
+                cut = bisect.bisect_left(records, bound, key=_KEY)
+                block += records[:cut]
+                held[i] = records[cut:]
+        for i, stream in enumerate(open_streams):
+            if stream is not None and (not held[i] or held[i][-1][0] == bound):
+                batch = _next_batch(stream)
+                if batch is None:
+                    open_streams[i] = None
+                else:
+                    held[i] = held[i] + batch if held[i] else batch
+        if block:
+            sort_by_record_order(block)
+            yield block
+
+
+def _next_batch(stream: Iterator[list]) -> list | None:
+    """The next non-empty batch, or None at the end."""
+    for batch in stream:
+        if batch:
+            return batch
+    return None
 
 
 def grouped(paths: Iterable[str], open_read: Callable, tmp_dir: str | None = None) -> Iterator[tuple[str, Iterator]]:

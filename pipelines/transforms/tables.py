@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import heapq
+import marshal
 import os
 import shutil
 import tempfile
@@ -55,7 +56,7 @@ from pipelines.corpus.resolution import (
     resolve_link_target,
     usable_link,
 )
-from pipelines.corpus.sorted_runs import RunWriter, grouped, merged
+from pipelines.corpus.sorted_runs import MARSHAL_VERSION, RunWriter, grouped, merged
 from pipelines.transforms.parse import (
     CHASE,
     CHASE_RUNS,
@@ -80,6 +81,9 @@ RESOLVED_RUNS, ALIAS_RUNS, ENTITY_RUNS, LINKED_RUNS, STORE_RUNS = "resolved", "a
 # Tags of the aliases, entities and linked runs (the titles' are parse.py's; the store's are its record kinds).
 EVIDENCE = 0
 ENTITY_LINKS, RANKED_ALIAS = 0, 1
+# A RANKED_ALIAS value, and each alias of a store ALIASES record: (rank, the packed alias as marshal bytes).
+# The packed alias is encoded once, where it is made, and decoded once, where the store is written: the
+# steps between only compare ranks and copy bytes.
 LINKED_COUNT = 0
 
 
@@ -295,7 +299,8 @@ class BuildAliasRowsFn(_TableStepFn):
                 for entity, reason, ranked in ranked_alias_rows(alias, batch[first:], self.labels):
                     if reason is None:
                         usable += 1
-                        entities.add(entity, RANKED_ALIAS, ranked)
+                        rank, packed = ranked
+                        entities.add(entity, RANKED_ALIAS, (rank, marshal.dumps(packed, MARSHAL_VERSION)))
                     else:
                         dropped[reason] += 1
                 if len(batch) >= self.row_group_rows:
@@ -422,7 +427,7 @@ class WriteStoreShardFn(_TableStepFn):
         tmp = tempfile.mkdtemp(prefix="wikiedm-lookup-build-")
         try:
             local = os.path.join(tmp, shard_name(shard, self.shards))
-            records = ((tag, title, value) for title, tag, value in merged(self.paths(tagged, STORE_RUNS), _open))
+            records = map(_store_record, merged(self.paths(tagged, STORE_RUNS), _open))
             rows = write_sorted_shard(records, local, self.head_aliases)
             self.count("lookup/titles", rows)
             self.count("lookup/shard_bytes", os.path.getsize(local))
@@ -432,6 +437,15 @@ class WriteStoreShardFn(_TableStepFn):
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         yield shard, path
+
+
+def _store_record(record: tuple) -> tuple:
+    """A store run's record -> write_sorted_shard's (kind, title, value), an entity's packed aliases decoded."""
+    title, kind, value = record
+    if kind == ALIASES:
+        loads = marshal.loads
+        value = [(rank, loads(packed)) for rank, packed in value]
+    return kind, title, value
 
 
 def _by_shard(run):

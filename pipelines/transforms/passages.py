@@ -171,11 +171,12 @@ def _items(values: Sequence, positions: list[int]) -> Sequence:
 
 def _window_tokens(ids: np.ndarray, token_start: np.ndarray, window: int, overlap: int) -> np.ndarray:
     """The windows' tokens one after the other: every window but the last is ``window`` tokens long
-    (:func:`window_starts`), so they are rows of a strided view of the ids, copied once."""
+    (:func:`window_starts`), so they are the rows of a strided view of the (contiguous) ids, copied once."""
     last = ids[int(token_start[-1]):]
     if len(token_start) == 1:
         return last
-    full = np.lib.stride_tricks.sliding_window_view(ids, window)[::window - overlap][:len(token_start) - 1]
+    full = np.ndarray((len(token_start) - 1, window), ids.dtype, ids, 0,
+                      ((window - overlap) * ids.itemsize, ids.itemsize))  # inside ids: window k ends before the last
     return np.concatenate((full.reshape(-1), last))
 
 

@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 
 from pipelines.corpus.split import split_of
-from pipelines.corpus.windows import WindowMentions, window_mentions, window_starts
+from pipelines.corpus.windows import WindowMentions, window_count, window_mentions
 from pipelines.records import LabeledArticle
 from pipelines.transforms.stats import STATS, CountingDoFn
 from pipelines.transforms.write import pack_batch
@@ -87,8 +87,8 @@ class ChunkWindowsFn(CountingDoFn):
         self.count("mentions_dropped/not_token_aligned", len(tokenized.dropped))
         ids = tokenized.token_ids
         n_tokens = len(ids)
-        token_start = np.asarray(window_starts(n_tokens, opts.window, opts.overlap), dtype=np.int64)
-        n_windows = len(token_start)
+        n_windows = window_count(n_tokens, opts.window, opts.overlap)
+        token_start = np.arange(n_windows, dtype=np.int64) * (opts.window - opts.overlap)
         if not n_windows:
             self.count("articles_without_tokens")
             return None

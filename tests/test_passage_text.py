@@ -199,3 +199,20 @@ def test_a_character_split_between_tokens_is_left_out_at_the_edge(encoder):
         assert left[1] < right[0]  # the split character is in neither
         assert text[left[0]:left[1]] == encoder.encoding.decode_bytes(ids[:k]).decode("utf-8", "ignore")
         assert text[right[0]:right[1]] == encoder.encoding.decode_bytes(ids[k:]).decode("utf-8", "ignore")
+
+
+@pytest.mark.parametrize("text", ["東京 is 東京", "plain ascii text, no surprises", "😀x😀 Ж  ab\u00a0c 東京東京"])
+def test_byte_spans_are_the_utf8_bytes_of_the_spans(encoder, text):
+    """TokenBounds.byte_spans (how the text column is cut) gives the bytes of TokenBounds.span, for every
+    token range: also where a boundary falls inside a character."""
+    import numpy as np
+
+    tokenized = tokenize_with_mentions(text, [], encoder, with_bounds=True)
+    bounds = tokenized.bounds
+    n = len(tokenized.token_ids)
+    pairs = [(s, e) for s in range(n + 1) for e in range(s, n + 1)]
+    start, end = bounds.byte_spans(np.array([s for s, _ in pairs]), np.array([e for _, e in pairs]))
+    utf8 = text.encode("utf-8")
+    for (s, e), a, b in zip(pairs, start.tolist(), end.tolist()):
+        first, last = bounds.span(s, e)
+        assert utf8[a:b] == text[first:last].encode("utf-8")

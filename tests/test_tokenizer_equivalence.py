@@ -219,7 +219,24 @@ def test_space_runs_before_text_take_the_lookahead_path(encoder, text):
     run = any(text[i] in T.WHITE_SPACE and text[i + 1] in T.WHITE_SPACE and text[i + 2] not in T.WHITE_SPACE
               for i in range(len(text) - 2))
     assert encoder._has_space_run_before_text(text, text.isascii()) == run
+    assert _run_in_tokens(encoder, text) == run
     assert encoder.encode_ids(text).tolist() == encoder.encoding.encode(text, disallowed_special=())
+
+
+def _run_in_tokens(encoder, text):
+    import numpy as np
+
+    ids = encoder._no_lookahead.encode_to_numpy(text, disallowed_special=()).astype(np.intp)
+    return encoder._space_run_before_text_in_tokens(text, ids, text.isascii())
+
+
+@settings(max_examples=1000, deadline=None)
+@given(text=st.lists(st.sampled_from(["a", "Ж", "9", ".", "'s", "😀", "\u2013", "\u00a9", "\u3042", "\u2000x",
+                                      "\u3001", *T.WHITE_SPACE]), max_size=60).map("".join))
+def test_space_runs_found_in_the_tokens_are_those_in_the_characters(encoder, text):
+    """The check on the lookahead-free tokens finds the runs the check on the characters finds, among
+    characters whose UTF-8 bytes whitespace shares (en dash, ©, CJK: E2 80, C2, E3 80)."""
+    assert _run_in_tokens(encoder, text) == encoder._has_space_run_before_text(text, text.isascii())
 
 
 @settings(max_examples=500, deadline=None)

@@ -39,6 +39,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import operator
 import os
 import re
 import shutil
@@ -71,6 +72,7 @@ GPT2_PATTERN_NO_LOOKAHEAD = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s
 WHITE_SPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a" \
               "\u2028\u2029\u202f\u205f\u3000"
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_START, _END = operator.attrgetter("start"), operator.attrgetter("end")
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,11 +107,35 @@ class TokenBounds:
     before it; they differ only where the boundary falls inside a multi-byte
     character (its bytes split between two tokens), which then belongs to neither
     side. Text, here, is the text as tokenised: lone surrogates are U+FFFD.
+    ``byte``: boundary ``k``'s position in the text's UTF-8 bytes, where the
+    tokenizer's tokens are bytes (GPT-2's byte-level BPE); else None.
     """
 
     text: str
     first_char: "np.ndarray"
     end_char: "np.ndarray"
+    byte: "np.ndarray | None" = None
+
+    def byte_spans(self, token_start: "np.ndarray", token_end: "np.ndarray"):
+        """:meth:`span` of each token range ``[token_start[i], token_end[i])`` as a range of the text's UTF-8
+        bytes, (start, end) arrays; None when ``byte`` is not known."""
+        import numpy as np
+
+        if self.byte is None:
+            return None
+        start, end = self.byte[token_start], self.byte[token_end]
+        # A boundary inside a character: the span starts after that character, or ends before it.
+        start_inside = np.flatnonzero(self.first_char[token_start] != self.end_char[token_start]).tolist()
+        end_inside = np.flatnonzero(self.first_char[token_end] != self.end_char[token_end]).tolist()
+        if start_inside or end_inside:
+            utf8 = self.text.encode("utf-8") + b"\0"  # the end: not a continuation byte
+            for i in start_inside:
+                while utf8[start[i]] & 0xC0 == 0x80:
+                    start[i] += 1
+            for i in end_inside:
+                while utf8[end[i]] & 0xC0 == 0x80:
+                    end[i] -= 1
+        return start, np.maximum(start, end)
 
     def span(self, token_start: int, token_end: int) -> tuple[int, int]:
         """Character range ``[start, end)`` of the text wholly inside tokens ``[token_start, token_end)``."""
@@ -210,6 +236,15 @@ class Gpt2BpeEncoder:
         self._char_starts = np.array([sum((c & 0xC0) != 0x80 for c in b) for b in token_bytes], dtype=np.int64)
         self._opens_char = np.array([bool(b) and (b[0] & 0xC0) != 0x80 for b in token_bytes], dtype=bool)
         self._trail_spaces = np.array([len(b) - len(b.rstrip(b" ")) for b in token_bytes], dtype=np.int64)
+        # For finding the ends of whitespace runs in a text's tokens (_space_run_before_text_in_tokens): tokens
+        # made only of bytes that whitespace characters are written with, and tokens that open a character
+        # that is not ASCII whitespace.
+        space_bytes = frozenset("".join(WHITE_SPACE).encode("utf-8"))
+        self._space_bytes_only = np.array([bool(b) and all(c in space_bytes for c in b) for b in token_bytes],
+                                          dtype=bool)
+        self._opens_other_char = self._opens_char & np.array([not b or b[0] not in b"\t\n\x0b\x0c\r "
+                                                              for b in token_bytes], dtype=bool)
+        self._white_space_chars = frozenset(WHITE_SPACE)
 
     @classmethod
     def build(cls) -> "Gpt2BpeEncoder":
@@ -239,10 +274,51 @@ class Gpt2BpeEncoder:
         With the lookahead-free pattern when it splits the text as GPT2_PATTERN does (no run of two
         whitespace characters before another character): the same ids, faster.
         """
-        if self._no_lookahead is not None and not self._has_space_run_before_text(
-                text, text.isascii() if is_ascii is None else is_ascii):
-            return self._no_lookahead.encode_to_numpy(text, disallowed_special=())
-        return self.encoding.encode_to_numpy(text, disallowed_special=())
+        return self._encode(text, text.isascii() if is_ascii is None else is_ascii)[0]
+
+    def _encode(self, text: str, is_ascii: bool) -> tuple["np.ndarray", "np.ndarray"]:
+        """:meth:`encode_ids`, and the ids as ``np.intp`` (gathers with them are twice as fast as with
+        tiktoken's uint32)."""
+        import numpy as np
+
+        if self._no_lookahead is not None:
+            ids = self._no_lookahead.encode_to_numpy(text, disallowed_special=())
+            index = ids.astype(np.intp)
+            if not self._space_run_before_text_in_tokens(text, index, is_ascii):
+                return ids, index
+        ids = self.encoding.encode_to_numpy(text, disallowed_special=())  # a text with a run: encoded again
+        return ids, ids.astype(np.intp)
+
+    def _space_run_before_text_in_tokens(self, text: str, index: "np.ndarray", is_ascii: bool) -> bool:
+        """:meth:`_has_space_run_before_text`, found from the text's tokens by the lookahead-free pattern, a
+        few times faster: that pattern makes a run of two whitespace characters or more one piece, of tokens
+        made of whitespace bytes only, and the token after it opens a character that is not whitespace. So
+        the run's last token is one of whitespace bytes that holds two characters' starts or follows another
+        such token, before a token that opens a character other than ASCII whitespace; the few tokens that
+        are (most texts have none) are checked on the text's characters."""
+        import numpy as np
+
+        if len(index) < 3:
+            return self._has_space_run_before_text(text, is_ascii)
+        only = self._space_bytes_only[index]
+        # Token k < n - 1 may end a run: whitespace bytes before a token opening another character, and with
+        # the characters' starts of two (its own, or those of a token of whitespace bytes before it).
+        ends = np.flatnonzero(only[:-1] & self._opens_other_char[index[1:]])
+        if not len(ends):
+            return False
+        previous = only[ends - 1]
+        previous[ends == 0] = False
+        ends = ends[previous | (self._char_starts[index[ends]] >= 2)]
+        if not len(ends):
+            return False
+        if len(ends) > 64:  # many candidates (a text of many multi-byte characters): check every character
+            return self._has_space_run_before_text(text, is_ascii)
+        # The character after each candidate token: the count of characters starting before it.
+        per_token = self._byte_len if is_ascii else self._char_starts
+        after = np.cumsum(per_token[index[: int(ends[-1]) + 1]])[ends].tolist()
+        space = self._white_space_chars
+        return any(p >= 2 and text[p - 1] in space and text[p - 2] in space and text[p] not in space
+                   for p in after)
 
     def _has_space_run_before_text(self, text: str, is_ascii: bool) -> bool:
         """Whether two whitespace characters (``\\s``) are followed by a third, non-whitespace one."""
@@ -273,8 +349,7 @@ class Gpt2BpeEncoder:
 
         text = _without_surrogates(text)
         is_ascii = text.isascii()
-        ids = self.encode_ids(text, is_ascii)  # specials are plain text
-        index = ids.astype(np.intp)  # gathers with it are twice as fast as with tiktoken's uint32
+        ids, index = self._encode(text, is_ascii)  # specials are plain text
         byte_len = self._byte_len[index]
         boundaries = np.zeros(len(ids) + 1, dtype=np.int64)  # byte position of boundary k
         np.cumsum(byte_len, out=boundaries[1:])
@@ -282,7 +357,7 @@ class Gpt2BpeEncoder:
         if is_ascii:
             start, end = boundaries[:-1], boundaries[1:]
             if with_bounds:
-                bounds = TokenBounds(text, boundaries, boundaries)
+                bounds = TokenBounds(text, boundaries, boundaries, boundaries)
         else:  # boundary -> characters starting before it, from the tokens' bytes (the text's, in order)
             first_char = np.zeros(len(ids) + 1, dtype=np.int64)
             np.cumsum(self._char_starts[index], out=first_char[1:])
@@ -293,7 +368,7 @@ class Gpt2BpeEncoder:
             if with_bounds:  # end_char: one less where the boundary falls inside a character
                 end_char = first_char.copy()
                 end_char[:-1] -= ~opens_char
-                bounds = TokenBounds(text, first_char, end_char)
+                bounds = TokenBounds(text, first_char, end_char, boundaries)
         lead, trail = self._lead_spaces[index], self._trail_spaces[index]
         if len(lead) and start[0] == 0 and lead[0] == 1:  # a prefix space (only token 0 can start at 0 with one)
             lead[0] = 0
@@ -723,13 +798,23 @@ class MentionTokenArrays:
     """:func:`tokenize_mention_arrays`: an article's token ids and kept mentions as arrays (no object per token)."""
 
     token_ids: "np.ndarray"  # int64
-    mentions: list[Mention]  # the mentions kept, sorted by (start, end)
+    given: Sequence[Mention]  # the mentions as given
+    kept: "np.ndarray"  # int64: the positions in ``given`` of the mentions kept, in (start, end) order
     token_start: "np.ndarray"  # int64, one per kept mention: its token span [token_start, token_end)
     token_end: "np.ndarray"
     char_start: "np.ndarray"  # int64, the kept mentions' start and end
     char_end: "np.ndarray"
-    dropped_mentions: list[Mention] = field(default_factory=list)  # in (start, end) order
+    dropped: "np.ndarray"  # int64: the positions in ``given`` of the mentions dropped, in (start, end) order
     bounds: "TokenBounds | None" = None
+
+    @property
+    def mentions(self) -> list[Mention]:
+        """The mentions kept, sorted by (start, end)."""
+        return [self.given[i] for i in self.kept.tolist()]
+
+    @property
+    def dropped_mentions(self) -> list[Mention]:
+        return [self.given[i] for i in self.dropped.tolist()]
 
 
 def tokenize_with_mentions(text: str, mentions: Sequence[Mention], tokenizer: Tokenizer, *,
@@ -760,22 +845,19 @@ def tokenize_mention_arrays(text: str, mentions: Sequence[Mention], tokenizer: T
         if with_bounds:
             bounds = token_bounds(text, ids, starts, ends, tokenizer)
         ids = np.asarray(ids, dtype=np.int64)
-    m_start = np.array([m.start for m in mentions], dtype=np.int64)
-    m_end = np.array([m.end for m in mentions], dtype=np.int64)
-    ordered = list(mentions)
-    if len(ordered) > 1 and not _in_order(m_start, m_end):
-        order = np.lexsort((m_end, m_start))  # stable, as sorted() by (start, end)
-        m_start, m_end = m_start[order], m_end[order]
-        ordered = [ordered[i] for i in order.tolist()]
+    n = len(mentions)
+    m_start = np.fromiter(map(_START, mentions), np.int64, n)
+    m_end = np.fromiter(map(_END, mentions), np.int64, n)
+    kept = np.arange(n, dtype=np.int64)
+    if n > 1 and not _in_order(m_start, m_end):
+        kept = np.lexsort((m_end, m_start))  # stable, as sorted() by (start, end)
+        m_start, m_end = m_start[kept], m_end[kept]
     token_start, token_end, ok = _token_spans(text, starts, ends, m_start, m_end)
-    if ok.all():
-        kept, dropped = ordered, []
-    else:
-        keep = np.flatnonzero(ok).tolist()
-        kept = [ordered[i] for i in keep]
-        dropped = [ordered[i] for i in np.flatnonzero(~ok).tolist()]
-        token_start, token_end, m_start, m_end = token_start[ok], token_end[ok], m_start[ok], m_end[ok]
-    return MentionTokenArrays(ids, kept, token_start, token_end, m_start, m_end, dropped, bounds)
+    dropped = kept[:0]
+    if not ok.all():
+        dropped = kept[~ok]
+        kept, token_start, token_end, m_start, m_end = kept[ok], token_start[ok], token_end[ok], m_start[ok], m_end[ok]
+    return MentionTokenArrays(ids, mentions, kept, token_start, token_end, m_start, m_end, dropped, bounds)
 
 
 def _in_order(start: "np.ndarray", end: "np.ndarray") -> bool:

@@ -34,14 +34,16 @@ class Window:
 
 def window_starts(n_tokens: int, window: int, overlap: int) -> list[int]:
     """Start offsets of the windows of an article of ``n_tokens`` tokens."""
+    return list(range(0, window_count(n_tokens, window, overlap) * (window - overlap), window - overlap))
+
+
+def window_count(n_tokens: int, window: int, overlap: int) -> int:
+    """How many windows an article of ``n_tokens`` tokens has: window k starts at ``k * (window - overlap)``,
+    and cutting stops at the first window that reaches the end (``start + window >= n_tokens``)."""
     _check_window_args(window, overlap)
     if n_tokens <= 0:
-        return []
-    step = window - overlap
-    starts = [0]
-    while starts[-1] + window < n_tokens:
-        starts.append(starts[-1] + step)
-    return starts
+        return 0
+    return 1 + max(0, -(-(n_tokens - window) // (window - overlap)))
 
 
 def cut_windows(
@@ -95,7 +97,7 @@ def window_mentions(
 ) -> WindowMentions:
     """:func:`cut_windows`'s placement of mentions, as arrays: the windows of an article of ``n_tokens``
     tokens that hold each mention ``[token_start, token_end)`` whole (spans within the article, non-empty)."""
-    n_windows = len(window_starts(n_tokens, window, overlap))
+    n_windows = window_count(n_tokens, window, overlap)
     step = window - overlap
     order = np.lexsort((token_end, token_start))  # stable: mentions with equal spans keep their order
     # Windows holding m whole: k*step <= m.token_start and m.token_end <= k*step + window.

@@ -20,6 +20,7 @@ copies) is not seen, and both copies are kept.
 from __future__ import annotations
 
 import logging
+import operator
 import time
 from collections import Counter
 
@@ -42,7 +43,7 @@ from pipelines.records import Article, DeadLetter, LabeledArticle, SiteInfo
 from pipelines.transforms.parse import ParseOptions
 from pipelines.transforms.passages import ChunkWindowsFn, PassageOptions
 from pipelines.transforms.stats import STATS
-from pipelines.transforms.write import _packed_row_groups, pack_batch, shard_name
+from pipelines.transforms.write import shard_name
 from pipelines.wikitext import ExtractionError, extract_article
 from schemas import SCHEMAS, passage_schema
 from schemas.corpus import MentionSource
@@ -52,6 +53,7 @@ log = logging.getLogger(__name__)
 
 SPLITS = (TRAIN, VALIDATION)
 HYPERLINK = MentionSource.HYPERLINK
+_SOURCE, _ENTITY, _SPAN = operator.attrgetter("source"), operator.attrgetter("entity"), operator.attrgetter("start", "end")
 DESCRIPTIONS = "entity_descriptions"
 
 
@@ -143,16 +145,17 @@ class WritePassagesByRangeFn(ChunkWindowsFn):
     # -- one page ----------------------------------------------------------------------------------
 
     def _page(self, article: Article) -> tuple:
-        """An article -> its sort item: (page id, the latest-revision preference, split, packed windows or None,
-        its description row or None, its counters). The counters are applied when the item is kept."""
+        """An article -> its sort item: (page id, the latest-revision preference, split, its windows' Arrow
+        batch or None, its description row or None, its counters). The counters are applied when the item is
+        kept. A batch waits in memory as it is (pickled only if the sort spills)."""
         outer, self._tally = self._tally, Counter()
         try:
-            split, packed, description = self._label_and_window(article)
+            split, batch, description = self._label_and_window(article)
             tally = self._tally
         finally:
             self._tally = outer
         preference = (-(article.revision_id if article.revision_id is not None else -1), article.title, article.text)
-        return article.page_id, preference, split, packed, description, dict(tally)
+        return article.page_id, preference, split, batch, description, dict(tally)
 
     def _label_and_window(self, article: Article):
         store = self.store
@@ -177,29 +180,28 @@ class WritePassagesByRangeFn(ChunkWindowsFn):
         labels = label_page(article.text, hyperlinks, candidates, self.labels, page)
         self.count("volume/WritePassagesByRange/pages")
         self.count(f"mentions/{HYPERLINK}", len(hyperlinks))
-        for source, n in Counter(label.source for label in labels).items():
+        for source, n in Counter(map(_SOURCE, labels)).items():
             self.count(f"mentions/{source}", n)
         labeled = LabeledArticle(page_id=article.page_id, title=article.title, text=article.text,
-                                 mentions=sorted(hyperlinks + labels, key=lambda m: (m.start, m.end)))
+                                 mentions=sorted(hyperlinks + labels, key=_SPAN))
         if self.linker is not None:
             from pipelines.transforms.blink import blink_label
 
             labeled = blink_label(self.linker, labeled, self.count)
-        mentioned = {m.entity for m in labeled.mentions}
+        mentioned = set(map(_ENTITY, labeled.mentions))
         missing = mentioned - rows.keys()
         if missing:
             rows.update(store.get(missing))
         vocab = {e: rows[e][3] for e in mentioned if e in rows and rows[e][3] is not None}
         page = self.windows(labeled, vocab)
-        split = packed = description = None
+        split = batch = description = None
         if page is not None:
             split, _key, batch = page
-            packed = pack_batch(article.page_id, batch)
         own = rows.get(article.title)
         if own is not None and own[3] is not None and own[4] == article.page_id:
             description = {"entity_id": own[3], "entity": article.title,
                            "description": first_paragraph(article.text, self.description_max_chars)}
-        return split, packed, description
+        return split, batch, description
 
     def _kept_pages(self, items):
         """Sorted page items -> the kept one of each page id (the first: the latest revision), its counters
@@ -231,20 +233,24 @@ class WritePassagesByRangeFn(ChunkWindowsFn):
                 ExternalSorter(_description_order, self.sort_buffer_rows) as descriptions:
             for article in articles:
                 item = self._page(article)
-                pages.add(item, item[3][1] if item[3] is not None else 1)
+                pages.add(item, item[3].num_rows if item[3] is not None else 1)
             writers = {split: storage.ParquetFileWriter(
                 storage.join(self.output, "passages", shard_name(split, index, count)), schema) for split in SPLITS}
-            runs: dict = {split: [] for split in SPLITS}
-            for _page_id, _pref, split, packed, description, _tally in self._kept_pages(pages.sorted()):
+            pending: dict = {split: [] for split in SPLITS}  # each split's batches, fewer than a row group's rows
+            pending_rows = dict.fromkeys(SPLITS, 0)
+            for _page_id, _pref, split, batch, description, _tally in self._kept_pages(pages.sorted()):
                 if description is not None:
                     descriptions.add(description)
-                if packed is not None:
-                    runs[split].append(packed)
-                    if sum(run[1] for run in runs[split]) >= self.row_group_rows:
-                        runs[split] = _write_full_row_groups(writers[split], runs[split], schema, self.row_group_rows)
+                if batch is not None:
+                    pending[split].append(batch)
+                    pending_rows[split] += batch.num_rows
+                    if pending_rows[split] >= self.row_group_rows:
+                        pending[split] = _write_full_row_groups(writers[split], pending[split], schema,
+                                                                self.row_group_rows)
+                        pending_rows[split] = sum(batch.num_rows for batch in pending[split])
             for split in SPLITS:
-                for table in _packed_row_groups(runs[split], schema, self.row_group_rows):
-                    writers[split].write_table(table)
+                if pending_rows[split]:
+                    writers[split].write_table(pa.Table.from_batches(pending[split], schema).combine_chunks())
                 yield _file_record(f"passages/{shard_name(split, index, count)}", "passages", writers[split])
             relative = f"{DESCRIPTIONS}/{shard_name(DESCRIPTIONS, index, count)}"
             writer = storage.ParquetFileWriter(storage.join(self.output, relative), SCHEMAS[DESCRIPTIONS])
@@ -263,15 +269,14 @@ def _page_order(item):
     return item[0], item[1]
 
 
-def _write_full_row_groups(writer, runs: list, schema, row_group_rows: int) -> list:
-    """Write the full row groups the packed ``runs`` hold; return the runs of what is left (fewer rows)."""
-    total = sum(run[1] for run in runs)
-    full = total - total % row_group_rows
-    table = pa.Table.from_batches([pa.ipc.read_record_batch(pa.py_buffer(run[2]), schema) for run in runs], schema)
+def _write_full_row_groups(writer, batches: list, schema, row_group_rows: int) -> list:
+    """Write the full row groups the ``batches`` hold (contiguous, as ``pa.Table.from_pylist`` of their rows
+    would give them: the same bytes); return the batches of what is left (fewer rows)."""
+    table = pa.Table.from_batches(batches, schema)
+    full = table.num_rows - table.num_rows % row_group_rows
     for start in range(0, full, row_group_rows):
         writer.write_table(table.slice(start, row_group_rows).combine_chunks())
-    rest = table.slice(full).combine_chunks()
-    return [pack_batch(None, batch) for batch in rest.to_batches()] if rest.num_rows else []
+    return table.slice(full).to_batches()
 
 
 def _file_record(relative: str, kind: str, writer) -> dict:

@@ -5,21 +5,26 @@ The entity vocabulary (<= N rows) is the only side input.
 """
 from __future__ import annotations
 
+import operator
 from collections import Counter
 from dataclasses import dataclass
+from itertools import repeat
+from typing import Sequence
 
 import apache_beam as beam
 import numpy as np
 import pyarrow as pa
 
 from pipelines.corpus.split import split_of
-from pipelines.corpus.windows import WindowMentions, window_mentions, window_starts
+from pipelines.corpus.windows import WindowMentions, window_count, window_mentions
 from pipelines.records import LabeledArticle
 from pipelines.transforms.stats import STATS, CountingDoFn
 from pipelines.transforms.write import pack_batch
 from schemas import UNK_ENTITY_ID, passage_schema
 from schemas.corpus import MENTION_TYPE
-from wikiedm.tokenizer import load_encoder, tokenize_mention_arrays
+from wikiedm.tokenizer import TokenBounds, load_encoder, tokenize_mention_arrays
+
+_ENTITY, _SOURCE, _SURFACE = (operator.attrgetter(name) for name in ("entity", "source", "surface"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,11 +84,11 @@ class ChunkWindowsFn(CountingDoFn):
         opts = self.options
         self.count("volume/ChunkWindows/in")
         tokenized = tokenize_mention_arrays(article.text, article.mentions, self.tokenizer, with_bounds=True)
-        self.count("mentions_dropped/not_token_aligned", len(tokenized.dropped_mentions))
+        self.count("mentions_dropped/not_token_aligned", len(tokenized.dropped))
         ids = tokenized.token_ids
         n_tokens = len(ids)
-        token_start = np.asarray(window_starts(n_tokens, opts.window, opts.overlap), dtype=np.int64)
-        n_windows = len(token_start)
+        n_windows = window_count(n_tokens, opts.window, opts.overlap)
+        token_start = np.arange(n_windows, dtype=np.int64) * (opts.window - opts.overlap)
         if not n_windows:
             self.count("articles_without_tokens")
             return None
@@ -100,26 +105,22 @@ class ChunkWindowsFn(CountingDoFn):
         self.count("passage_edges/split_character",
                    int(np.count_nonzero(char_start != bounds.end_char[token_start]))
                    + int(np.count_nonzero(bounds.first_char[token_end] != bounds.end_char[token_end])))
-        lengths = token_end - token_start
         token_offsets = np.zeros(n_windows + 1, dtype=np.int32)
-        np.cumsum(lengths, out=token_offsets[1:])
-        token_index = np.arange(token_offsets[-1], dtype=np.int64) + np.repeat(token_start - token_offsets[:-1],
-                                                                                  lengths)
-        columns = {
-            "passage_id": pa.array([f"{article.page_id}:{k}" for k in range(n_windows)], pa.string()),
-            "page_id": pa.array(np.full(n_windows, article.page_id, dtype=np.int64)),
-            "title": pa.array([article.title] * n_windows, pa.string()),
-            "window_index": pa.array(np.arange(n_windows, dtype=np.int32)),
-            "char_offset": pa.array(char_start.astype(np.int32)),
-        }
+        np.cumsum(token_end - token_start, out=token_offsets[1:])
+        prefix = f"{article.page_id}:"
+        columns = [
+            pa.array(list(map(prefix.__add__, map(str, range(n_windows)))), pa.string()),  # passage_id
+            pa.array(np.full(n_windows, article.page_id, dtype=np.int64)),  # page_id
+            pa.array([article.title] * n_windows, pa.string()),  # title
+            pa.array(np.arange(n_windows, dtype=np.int32)),  # window_index
+            pa.array(char_start.astype(np.int32)),  # char_offset
+        ]
         if opts.passage_text:
-            text = bounds.text
-            columns["text"] = pa.array([text[a:b] for a, b in zip(char_start.tolist(), char_end.tolist())],
-                                       pa.string())
-        columns["token_ids"] = pa.ListArray.from_arrays(pa.array(token_offsets),
-                                                        pa.array(ids[token_index].astype(np.int32)))
-        columns["mentions"] = self._mentions(tokenized, n_tokens, token_start, char_start, char_end, vocab)
-        return split, str(article.page_id), pa.RecordBatch.from_arrays(list(columns.values()), schema=self.schema)
+            columns.append(_window_texts(bounds, token_start, token_end, char_start, char_end))
+        columns.append(pa.ListArray.from_arrays(pa.array(token_offsets), pa.array(
+            _window_tokens(ids.astype(np.int32), token_start, opts.window, opts.overlap))))
+        columns.append(self._mentions(tokenized, n_tokens, token_start, char_start, char_end, vocab))
+        return split, str(article.page_id), pa.RecordBatch.from_arrays(columns, schema=self.schema)
 
     def _mentions(self, tokenized, n_tokens: int, token_start, char_start, char_end, vocab: dict) -> pa.ListArray:
         """The ``mentions`` column: each window's mentions whose tokens and characters it holds (counted)."""
@@ -135,11 +136,11 @@ class ChunkWindowsFn(CountingDoFn):
         if not inside.all():
             k, i, m_start, m_end = k[inside], i[inside], m_start[inside], m_end[inside]
             placed = WindowMentions(k, i, placed.token_start[inside], placed.token_end[inside])
-        mentions = tokenized.mentions
-        entity_ids = np.array([vocab.get(m.entity, UNK_ENTITY_ID) for m in mentions], dtype=np.int32)[i]
+        placed_mentions = _items(tokenized.given, tokenized.kept[i].tolist())
+        entities = list(map(_ENTITY, placed_mentions))
+        entity_ids = np.fromiter(map(vocab.get, entities, repeat(UNK_ENTITY_ID)), np.int32, len(entities))
         self.count("passage_mentions/outside_vocab", int(np.count_nonzero(entity_ids == UNK_ENTITY_ID)))
-        placed_mentions = [mentions[j] for j in i.tolist()]
-        sources = [m.source for m in placed_mentions]
+        sources = list(map(_SOURCE, placed_mentions))
         for source, n in Counter(sources).items():
             self.count(f"passage_mentions/{source}", n)
         window_of_start = char_start[k]
@@ -148,9 +149,9 @@ class ChunkWindowsFn(CountingDoFn):
                 pa.array(placed.token_start.astype(np.int32)),
                 pa.array(placed.token_end.astype(np.int32)),
                 pa.array(entity_ids),
-                pa.array([m.entity for m in placed_mentions], pa.string()),
+                pa.array(entities, pa.string()),
                 pa.array(sources, pa.string()),
-                pa.array([m.surface for m in placed_mentions], pa.string()),
+                pa.array(list(map(_SURFACE, placed_mentions)), pa.string()),
                 pa.array((m_start - window_of_start).astype(np.int32)),
                 pa.array((m_end - window_of_start).astype(np.int32)),
             ],
@@ -159,6 +160,39 @@ class ChunkWindowsFn(CountingDoFn):
         offsets = np.zeros(n_windows + 1, dtype=np.int32)
         np.cumsum(np.bincount(k, minlength=n_windows), out=offsets[1:])
         return pa.ListArray.from_arrays(pa.array(offsets), struct)
+
+
+def _items(values: Sequence, positions: list[int]) -> Sequence:
+    """``[values[i] for i in positions]``, in C (a tuple)."""
+    if len(positions) > 1:
+        return operator.itemgetter(*positions)(values)
+    return [values[i] for i in positions]
+
+
+def _window_tokens(ids: np.ndarray, token_start: np.ndarray, window: int, overlap: int) -> np.ndarray:
+    """The windows' tokens one after the other: every window but the last is ``window`` tokens long
+    (:func:`window_starts`), so they are the rows of a strided view of the (contiguous) ids, copied once."""
+    last = ids[int(token_start[-1]):]
+    if len(token_start) == 1:
+        return last
+    full = np.ndarray((len(token_start) - 1, window), ids.dtype, ids, 0,
+                      ((window - overlap) * ids.itemsize, ids.itemsize))  # inside ids: window k ends before the last
+    return np.concatenate((full.reshape(-1), last))
+
+
+def _window_texts(bounds: TokenBounds, token_start, token_end, char_start, char_end) -> pa.Array:
+    """The ``text`` column: each window's characters ``[char_start, char_end)``, cut from the text's UTF-8
+    bytes where their byte ranges are known (one copy of the bytes; no Python string per window)."""
+    spans = bounds.byte_spans(token_start, token_end)
+    if spans is None:
+        text = bounds.text
+        return pa.array([text[a:b] for a, b in zip(char_start.tolist(), char_end.tolist())], pa.string())
+    start, end = spans
+    utf8 = memoryview(bounds.text.encode("utf-8"))
+    data = b"".join([utf8[a:b] for a, b in zip(start.tolist(), end.tolist())])
+    offsets = np.zeros(len(start) + 1, dtype=np.int32)
+    np.cumsum(end - start, out=offsets[1:])
+    return pa.StringArray.from_buffers(len(start), pa.py_buffer(offsets), pa.py_buffer(data), null_count=0)
 
 
 class ChunkWindows(beam.PTransform):

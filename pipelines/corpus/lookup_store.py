@@ -25,6 +25,8 @@ from __future__ import annotations
 import os
 import pickle
 import sqlite3
+import struct
+import sys
 import tempfile
 import threading
 from array import array
@@ -96,26 +98,65 @@ def _finish(row: list, head_aliases: int | None) -> tuple[tuple, list]:
         head = ranked if head_aliases is None else ranked[:head_aliases]
         extra = [(row[0], packed[0], len(head) + i, pickle.dumps(packed, protocol=pickle.HIGHEST_PROTOCOL))
                  for i, packed in enumerate(ranked[len(head):])]
-        row[3] = pickle.dumps(encode_head(head), protocol=pickle.HIGHEST_PROTOCOL)
+        row[3] = encode_head(head)
         row[6] = len(extra)
     return tuple(row), extra
 
 
-def encode_head(head: list) -> tuple[tuple[str, ...], bytes, bytes, bytes]:
-    """An entity's head aliases as stored: (gate keys, sorted, a key of several aliases repeated; the alias
-    position of each, uint32; the aliases' offsets in the last, uint32; the aliases' pickles, concatenated).
+_HEAD_HEADER = struct.Struct("<III")  # gate keys, aliases, bytes of the gate keys
+_KEY_SEPARATOR = "\n"  # never in a gate key: tokens are words or single signs, pairs joined by a space
 
-    Flat, so that reading a row costs a handful of objects, not a few per alias: a page decodes the gate keys
-    (one string each) and only the pickles of the aliases it may admit. Most rows a page reads on a large wiki
-    are not in the cache."""
+
+_PAGE_KEYS: tuple = (None, frozenset())  # the last page asked for and its keys (pages come one at a time)
+
+
+def page_gate_keys(page: PreparedPage) -> set[str]:
+    """What a page holds of the gate keys, as one set (:meth:`PreparedPage.keys_in`: its tokens, their adjacent
+    pairs, their loose forms), made once per page: a row's keys are then tested with one lookup each."""
+    global _PAGE_KEYS
+    last, keys = _PAGE_KEYS
+    if last is not page:
+        present = page.present
+        keys = present.adjacent.union(present.present, page.loose or ())
+        _PAGE_KEYS = (page, keys)
+    return keys
+
+
+def encode_head(head: list) -> bytes:
+    """An entity's head aliases as stored, one blob: the counts of gate keys and aliases and the gate keys'
+    bytes (uint32 each); the gate keys (:func:`~pipelines.corpus.labels.alias_gate`), sorted, UTF-8, one a line
+    (a key of several aliases repeated); the alias position of each key (uint32); the aliases' offsets in the
+    pickles (uint32, one more than the aliases); the aliases' pickles, concatenated. Numbers little-endian.
+
+    Flat, so that reading a row makes one object, not a few per alias or key: a page splits the keys (one string
+    each, no pickle) and decodes only the pickles of the aliases it may admit. Most rows a page reads on a large
+    wiki are not in the cache."""
     index = sorted((key, position) for position, packed in enumerate(head) for key in alias_gate(packed))
-    keys = tuple(key for key, _position in index)
-    positions = array("I", [position for _key, position in index])
+    if any(_KEY_SEPARATOR in key for key, _position in index):
+        raise ValueError(f"a gate key with a line break among {[key for key, _p in index]!r}")
+    keys = _KEY_SEPARATOR.join(key for key, _position in index).encode("utf-8", "surrogatepass")
     offsets, data = array("I", [0]), bytearray()
     for packed in head:
         data += pickle.dumps(packed, protocol=pickle.HIGHEST_PROTOCOL)
         offsets.append(len(data))
-    return keys, positions.tobytes(), offsets.tobytes(), bytes(data)
+    positions = array("I", [position for _key, position in index])
+    if not _LITTLE_ENDIAN:
+        positions.byteswap()
+        offsets.byteswap()
+    return b"".join((_HEAD_HEADER.pack(len(index), len(head), len(keys)), keys, positions.tobytes(),
+                     offsets.tobytes(), bytes(data)))
+
+
+def _numbers(view: memoryview, code: str) -> memoryview | array:
+    """Little-endian numbers of a head blob, read in place where the machine is little-endian."""
+    if _LITTLE_ENDIAN:
+        return view.cast(code)
+    numbers = array(code, view)
+    numbers.byteswap()
+    return numbers
+
+
+_LITTLE_ENDIAN = sys.byteorder == "little"
 
 
 def write_shard(records: Iterable[tuple], path: str, sort_buffer: int = 200_000, head_aliases: int | None = None) -> int:
@@ -170,24 +211,28 @@ class StoredAliases:
     :func:`encode_head`), the others looked up by alias when a page uses them as anchor texts. :meth:`for_page`
     is :meth:`RankedAliases.for_page`."""
 
-    __slots__ = ("keys", "positions", "offsets", "data", "size", "more", "entity", "_db")
+    __slots__ = ("blob", "key_count", "size", "key_bytes", "more", "entity", "_db")
 
-    def __init__(self, encoded_head: tuple, more: int, entity: str, db) -> None:
-        self.keys, positions, offsets, self.data = encoded_head
-        self.positions = array("I", positions)
-        self.offsets = array("I", offsets)
-        self.size = len(self.offsets) - 1  # head aliases
+    def __init__(self, blob: bytes, more: int, entity: str, db) -> None:
+        self.blob = blob
+        self.key_count, self.size, self.key_bytes = _HEAD_HEADER.unpack_from(blob)
         self.more = more
         self.entity = entity
         self._db = db
 
-    def _alias(self, i: int) -> tuple:
-        return pickle.loads(self.data[self.offsets[i]:self.offsets[i + 1]])
+    def _aliases(self, chosen: Iterable[int]) -> list:
+        """The head aliases at these positions, decoded."""
+        view = memoryview(self.blob)
+        size = self.size
+        start = _HEAD_HEADER.size + self.key_bytes + 4 * self.key_count
+        offsets = _numbers(view[start:start + 4 * (size + 1)], "I")
+        data = view[start + 4 * (size + 1):]
+        return [pickle.loads(data[offsets[i]:offsets[i + 1]]) for i in chosen]
 
     @property
     def head(self) -> list:
         """The head aliases, decoded (for tests and tools, not per page)."""
-        return [self._alias(i) for i in range(self.size)]
+        return self._aliases(range(self.size))
 
     @property
     def ranked(self) -> list:
@@ -201,23 +246,26 @@ class StoredAliases:
         if size < top and self.more:  # stored with a smaller head than asked for
             return RankedAliases(self.ranked).for_page(top, page_anchors, page)
         if page is None:
-            chosen = [self._alias(i) for i in range(min(top, size))]
+            chosen = self._aliases(range(min(top, size)))
         else:  # only the aliases the page may admit, decoded in rank order
-            keys = self.keys
-            found = page.keys_in(keys)
+            n = self.key_count
+            start, end = _HEAD_HEADER.size, _HEAD_HEADER.size + self.key_bytes
+            blob = self.blob
+            keys = str(blob[start:end], "utf-8", "surrogatepass").split(_KEY_SEPARATOR) if n else []
+            found = page_gate_keys(page).intersection(keys)
             wanted: set[int] = set()
-            positions, n = self.positions, len(keys)
-            for key in found:  # the keys are sorted: each found key's run of positions
-                i = bisect_left(keys, key)
-                while i < n and keys[i] == key:
-                    wanted.add(positions[i])
-                    i += 1
-            chosen = [self._alias(i) for i in sorted(wanted) if i < top]
+            if found:
+                positions = _numbers(memoryview(blob)[end:end + 4 * n], "I")
+                for key in found:  # the keys are sorted: each found key's run of positions
+                    i = bisect_left(keys, key)
+                    while i < n and keys[i] == key:
+                        wanted.add(positions[i])
+                        i += 1
+            chosen = self._aliases(sorted(i for i in wanted if i < top)) if wanted else []
         if (size <= top and not self.more) or not page_anchors:
             return tuple(chosen)
         anchors = {a for a in page_anchors if a is not None}
-        later = [self._alias(i) for i in range(top, size)]
-        later = [alias for alias in later if alias[0] in anchors]
+        later = [alias for alias in self._aliases(range(top, size)) if alias[0] in anchors]
         if self.more and anchors:
             wanted_aliases = sorted(anchors)
             found_rows = []
@@ -280,7 +328,7 @@ class LookupStore:
                 part = wanted[i:i + _BATCH]
                 query = _TITLE_QUERY.format(",".join("?" * len(part)))
                 for title, status, entity, aliases, vocab_id, first, more in db.execute(query, part):
-                    stored = StoredAliases(pickle.loads(aliases), more, title, db) if aliases is not None else None
+                    stored = StoredAliases(aliases, more, title, db) if aliases is not None else None
                     got[title] = (status, entity, stored, vocab_id, first)
             for title in wanted:
                 value = got.get(title)

@@ -104,6 +104,8 @@ def _finish(row: list, head_aliases: int | None) -> tuple[tuple, list]:
 
 
 _HEAD_HEADER = struct.Struct("<III")  # gate keys, aliases, bytes of the gate keys
+_POSITION = struct.Struct("<I")  # a gate key's alias
+_OFFSET_PAIR = struct.Struct("<II")  # where an alias's pickle starts and ends
 _KEY_SEPARATOR = "\n"  # never in a gate key: tokens are words or single signs, pairs joined by a space
 
 
@@ -145,15 +147,6 @@ def encode_head(head: list) -> bytes:
         offsets.byteswap()
     return b"".join((_HEAD_HEADER.pack(len(index), len(head), len(keys)), keys, positions.tobytes(),
                      offsets.tobytes(), bytes(data)))
-
-
-def _numbers(view: memoryview, code: str) -> memoryview | array:
-    """Little-endian numbers of a head blob, read in place where the machine is little-endian."""
-    if _LITTLE_ENDIAN:
-        return view.cast(code)
-    numbers = array(code, view)
-    numbers.byteswap()
-    return numbers
 
 
 _LITTLE_ENDIAN = sys.byteorder == "little"
@@ -222,12 +215,15 @@ class StoredAliases:
 
     def _aliases(self, chosen: Iterable[int]) -> list:
         """The head aliases at these positions, decoded."""
-        view = memoryview(self.blob)
-        size = self.size
-        start = _HEAD_HEADER.size + self.key_bytes + 4 * self.key_count
-        offsets = _numbers(view[start:start + 4 * (size + 1)], "I")
-        data = view[start + 4 * (size + 1):]
-        return [pickle.loads(data[offsets[i]:offsets[i + 1]]) for i in chosen]
+        blob = self.blob
+        offsets = _HEAD_HEADER.size + self.key_bytes + 4 * self.key_count
+        data = offsets + 4 * (self.size + 1)
+        unpack = _OFFSET_PAIR.unpack_from
+        aliases = []
+        for i in chosen:
+            start, end = unpack(blob, offsets + 4 * i)
+            aliases.append(pickle.loads(blob[data + start:data + end]))
+        return aliases
 
     @property
     def head(self) -> list:
@@ -249,19 +245,20 @@ class StoredAliases:
             chosen = self._aliases(range(min(top, size)))
         else:  # only the aliases the page may admit, decoded in rank order
             n = self.key_count
-            start, end = _HEAD_HEADER.size, _HEAD_HEADER.size + self.key_bytes
             blob = self.blob
-            keys = str(blob[start:end], "utf-8", "surrogatepass").split(_KEY_SEPARATOR) if n else []
+            end = _HEAD_HEADER.size + self.key_bytes
+            keys = blob[_HEAD_HEADER.size:end].decode("utf-8", "surrogatepass").split(_KEY_SEPARATOR) if n else ()
             found = page_gate_keys(page).intersection(keys)
-            wanted: set[int] = set()
+            chosen = []
             if found:
-                positions = _numbers(memoryview(blob)[end:end + 4 * n], "I")
+                wanted: set[int] = set()
+                unpack = _POSITION.unpack_from
                 for key in found:  # the keys are sorted: each found key's run of positions
                     i = bisect_left(keys, key)
                     while i < n and keys[i] == key:
-                        wanted.add(positions[i])
+                        wanted.add(unpack(blob, end + 4 * i)[0])
                         i += 1
-            chosen = self._aliases(sorted(i for i in wanted if i < top)) if wanted else []
+                chosen = self._aliases(sorted(i for i in wanted if i < top))
         if (size <= top and not self.more) or not page_anchors:
             return tuple(chosen)
         anchors = {a for a in page_anchors if a is not None}

@@ -84,6 +84,19 @@ def test_stored_aliases_give_each_page_what_ranked_aliases_give(tmp_path: Path):
                     a for a in whole.for_page(top, anchors) if a[0] in ("alias 2", "alias 30", "alias 7")), gated
 
 
+def test_lookup_store_cache_keeps_part_of_a_cycle_bigger_than_itself(tmp_path: Path):
+    """Pages that cycle over more titles than the cache holds: plain LRU would push each row out before it is
+    asked again (no hits); the cache's admission keeps a fixed part of them, and the rows stay the same."""
+    titles = [f"T{i}" for i in range(6)]
+    path = str(tmp_path / "cycle.sqlite")
+    write_shard([(RESOLUTION, t, ("article", t)) for t in titles], path)
+    store = LookupStore([path], cache_titles=4)
+    for _round in range(5):
+        for title in titles:
+            assert store.get([title]) == {title: ("article", title, None, None, None)}
+    assert store.lookups == 30 and store.cache_hits >= 12, store.cache_hits  # 4 of 6 from round 2 on: 16
+
+
 def test_progress_line_shows_both_passes_rate_and_eta():
     records = [{"pass": 1, "start": 0, "range_bytes": 100, "pages": 50, "bytes_read": 100, "done": True},
                {"pass": 1, "start": 100, "range_bytes": 100, "pages": 10, "bytes_read": 20, "done": False}]

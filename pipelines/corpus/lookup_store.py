@@ -25,6 +25,8 @@ from __future__ import annotations
 import os
 import pickle
 import sqlite3
+import struct
+import sys
 import tempfile
 import threading
 from array import array
@@ -96,26 +98,58 @@ def _finish(row: list, head_aliases: int | None) -> tuple[tuple, list]:
         head = ranked if head_aliases is None else ranked[:head_aliases]
         extra = [(row[0], packed[0], len(head) + i, pickle.dumps(packed, protocol=pickle.HIGHEST_PROTOCOL))
                  for i, packed in enumerate(ranked[len(head):])]
-        row[3] = pickle.dumps(encode_head(head), protocol=pickle.HIGHEST_PROTOCOL)
+        row[3] = encode_head(head)
         row[6] = len(extra)
     return tuple(row), extra
 
 
-def encode_head(head: list) -> tuple[tuple[str, ...], bytes, bytes, bytes]:
-    """An entity's head aliases as stored: (gate keys, sorted, a key of several aliases repeated; the alias
-    position of each, uint32; the aliases' offsets in the last, uint32; the aliases' pickles, concatenated).
+_HEAD_HEADER = struct.Struct("<III")  # gate keys, aliases, bytes of the gate keys
+_POSITION = struct.Struct("<I")  # a gate key's alias
+_OFFSET_PAIR = struct.Struct("<II")  # where an alias's pickle starts and ends
+_KEY_SEPARATOR = "\n"  # never in a gate key: tokens are words or single signs, pairs joined by a space
 
-    Flat, so that reading a row costs a handful of objects, not a few per alias: a page decodes the gate keys
-    (one string each) and only the pickles of the aliases it may admit. Most rows a page reads on a large wiki
-    are not in the cache."""
+
+_PAGE_KEYS: tuple = (None, frozenset())  # the last page asked for and its keys (pages come one at a time)
+
+
+def page_gate_keys(page: PreparedPage) -> set[str]:
+    """What a page holds of the gate keys, as one set (:meth:`PreparedPage.keys_in`: its tokens, their adjacent
+    pairs, their loose forms), made once per page: a row's keys are then tested with one lookup each."""
+    global _PAGE_KEYS
+    last, keys = _PAGE_KEYS
+    if last is not page:
+        present = page.present
+        keys = present.adjacent.union(present.present, page.loose or ())
+        _PAGE_KEYS = (page, keys)
+    return keys
+
+
+def encode_head(head: list) -> bytes:
+    """An entity's head aliases as stored, one blob: the counts of gate keys and aliases and the gate keys'
+    bytes (uint32 each); the gate keys (:func:`~pipelines.corpus.labels.alias_gate`), sorted, UTF-8, one a line
+    (a key of several aliases repeated); the alias position of each key (uint32); the aliases' offsets in the
+    pickles (uint32, one more than the aliases); the aliases' pickles, concatenated. Numbers little-endian.
+
+    Flat, so that reading a row makes one object, not a few per alias or key: a page splits the keys (one string
+    each, no pickle) and decodes only the pickles of the aliases it may admit. Most rows a page reads on a large
+    wiki are not in the cache."""
     index = sorted((key, position) for position, packed in enumerate(head) for key in alias_gate(packed))
-    keys = tuple(key for key, _position in index)
-    positions = array("I", [position for _key, position in index])
+    if any(_KEY_SEPARATOR in key for key, _position in index):
+        raise ValueError(f"a gate key with a line break among {[key for key, _p in index]!r}")
+    keys = _KEY_SEPARATOR.join(key for key, _position in index).encode("utf-8", "surrogatepass")
     offsets, data = array("I", [0]), bytearray()
     for packed in head:
         data += pickle.dumps(packed, protocol=pickle.HIGHEST_PROTOCOL)
         offsets.append(len(data))
-    return keys, positions.tobytes(), offsets.tobytes(), bytes(data)
+    positions = array("I", [position for _key, position in index])
+    if not _LITTLE_ENDIAN:
+        positions.byteswap()
+        offsets.byteswap()
+    return b"".join((_HEAD_HEADER.pack(len(index), len(head), len(keys)), keys, positions.tobytes(),
+                     offsets.tobytes(), bytes(data)))
+
+
+_LITTLE_ENDIAN = sys.byteorder == "little"
 
 
 def write_shard(records: Iterable[tuple], path: str, sort_buffer: int = 200_000, head_aliases: int | None = None) -> int:
@@ -170,24 +204,31 @@ class StoredAliases:
     :func:`encode_head`), the others looked up by alias when a page uses them as anchor texts. :meth:`for_page`
     is :meth:`RankedAliases.for_page`."""
 
-    __slots__ = ("keys", "positions", "offsets", "data", "size", "more", "entity", "_db")
+    __slots__ = ("blob", "key_count", "size", "key_bytes", "more", "entity", "_db")
 
-    def __init__(self, encoded_head: tuple, more: int, entity: str, db) -> None:
-        self.keys, positions, offsets, self.data = encoded_head
-        self.positions = array("I", positions)
-        self.offsets = array("I", offsets)
-        self.size = len(self.offsets) - 1  # head aliases
+    def __init__(self, blob: bytes, more: int, entity: str, db) -> None:
+        self.blob = blob
+        self.key_count, self.size, self.key_bytes = _HEAD_HEADER.unpack_from(blob)
         self.more = more
         self.entity = entity
         self._db = db
 
-    def _alias(self, i: int) -> tuple:
-        return pickle.loads(self.data[self.offsets[i]:self.offsets[i + 1]])
+    def _aliases(self, chosen: Iterable[int]) -> list:
+        """The head aliases at these positions, decoded."""
+        blob = self.blob
+        offsets = _HEAD_HEADER.size + self.key_bytes + 4 * self.key_count
+        data = offsets + 4 * (self.size + 1)
+        unpack = _OFFSET_PAIR.unpack_from
+        aliases = []
+        for i in chosen:
+            start, end = unpack(blob, offsets + 4 * i)
+            aliases.append(pickle.loads(blob[data + start:data + end]))
+        return aliases
 
     @property
     def head(self) -> list:
         """The head aliases, decoded (for tests and tools, not per page)."""
-        return [self._alias(i) for i in range(self.size)]
+        return self._aliases(range(self.size))
 
     @property
     def ranked(self) -> list:
@@ -201,23 +242,27 @@ class StoredAliases:
         if size < top and self.more:  # stored with a smaller head than asked for
             return RankedAliases(self.ranked).for_page(top, page_anchors, page)
         if page is None:
-            chosen = [self._alias(i) for i in range(min(top, size))]
+            chosen = self._aliases(range(min(top, size)))
         else:  # only the aliases the page may admit, decoded in rank order
-            keys = self.keys
-            found = page.keys_in(keys)
-            wanted: set[int] = set()
-            positions, n = self.positions, len(keys)
-            for key in found:  # the keys are sorted: each found key's run of positions
-                i = bisect_left(keys, key)
-                while i < n and keys[i] == key:
-                    wanted.add(positions[i])
-                    i += 1
-            chosen = [self._alias(i) for i in sorted(wanted) if i < top]
+            n = self.key_count
+            blob = self.blob
+            end = _HEAD_HEADER.size + self.key_bytes
+            keys = blob[_HEAD_HEADER.size:end].decode("utf-8", "surrogatepass").split(_KEY_SEPARATOR) if n else ()
+            found = page_gate_keys(page).intersection(keys)
+            chosen = []
+            if found:
+                wanted: set[int] = set()
+                unpack = _POSITION.unpack_from
+                for key in found:  # the keys are sorted: each found key's run of positions
+                    i = bisect_left(keys, key)
+                    while i < n and keys[i] == key:
+                        wanted.add(unpack(blob, end + 4 * i)[0])
+                        i += 1
+                chosen = self._aliases(sorted(i for i in wanted if i < top))
         if (size <= top and not self.more) or not page_anchors:
             return tuple(chosen)
         anchors = {a for a in page_anchors if a is not None}
-        later = [self._alias(i) for i in range(top, size)]
-        later = [alias for alias in later if alias[0] in anchors]
+        later = [alias for alias in self._aliases(range(top, size)) if alias[0] in anchors]
         if self.more and anchors:
             wanted_aliases = sorted(anchors)
             found_rows = []
@@ -239,7 +284,7 @@ class LookupStore:
     that have a row (any field may be None: a red-link target has no row at all).
     """
 
-    def __init__(self, paths: list[str], cache_titles: int = 50_000, cache_aliases: int = 200_000) -> None:
+    def __init__(self, paths: list[str], cache_titles: int = 50_000, cache_aliases: int = 320_000) -> None:
         self.paths = list(paths)
         self._dbs = [sqlite3.connect(f"file:{p}?mode=ro&immutable=1", uri=True, check_same_thread=False)
                      for p in self.paths]
@@ -252,9 +297,17 @@ class LookupStore:
         self._cache: OrderedDict = OrderedDict()
         self._cache_titles = cache_titles
         # A hub entity holds thousands of aliases: the cache is bounded by the aliases it holds too, so its
-        # memory does not grow with the corpus (aliases per entity do).
+        # memory does not grow with the corpus (aliases per entity do). ~130 bytes per cached alias (the head
+        # blob; measured on the x64 scale input's store): ~42 MB when full.
         self._cache_aliases = cache_aliases
         self._cached_aliases = 0
+        # Admission (TinyLFU): a row enters a full cache only if its title was asked for more often, lately,
+        # than the row it would push out (counts in a small sketch, halved every _SKETCH_AGE lookups). Plain
+        # LRU keeps nothing when the pages cycle over more rows than it holds (a row is pushed out before it is
+        # asked again: ~6% hits on the x64 scale input); this keeps a fixed part of them, and on a skewed
+        # stream (a real wiki) the often-asked rows.
+        self._sketch = bytearray(_SKETCH_SIZE)
+        self._sketch_lookups = 0
         self.lookups = 0
         self.cache_hits = 0
 
@@ -263,8 +316,13 @@ class LookupStore:
         missing_by_shard: dict[int, list[str]] = {}
         cache = self._cache
         n = len(self._dbs)
+        sketch = self._sketch
         for title in set(titles):
             self.lookups += 1
+            key = hash(title)
+            for index in (key & _SKETCH_MASK, (key >> 24) & _SKETCH_MASK):
+                if sketch[index] < 255:
+                    sketch[index] += 1
             hit = cache.get(title)
             if hit is not None:
                 self.cache_hits += 1
@@ -280,7 +338,7 @@ class LookupStore:
                 part = wanted[i:i + _BATCH]
                 query = _TITLE_QUERY.format(",".join("?" * len(part)))
                 for title, status, entity, aliases, vocab_id, first, more in db.execute(query, part):
-                    stored = StoredAliases(pickle.loads(aliases), more, title, db) if aliases is not None else None
+                    stored = StoredAliases(aliases, more, title, db) if aliases is not None else None
                     got[title] = (status, entity, stored, vocab_id, first)
             for title in wanted:
                 value = got.get(title)
@@ -289,8 +347,20 @@ class LookupStore:
                 self._remember(title, value if value is not None else _ABSENT)
         return found
 
+    def _asked(self, title: str) -> int:
+        """How often the title was asked for lately (at least: a count-min sketch)."""
+        key = hash(title)
+        return min(self._sketch[key & _SKETCH_MASK], self._sketch[(key >> 24) & _SKETCH_MASK])
+
     def _remember(self, title: str, value) -> None:
         cache = self._cache
+        self._sketch_lookups += 1
+        if self._sketch_lookups >= _SKETCH_AGE:
+            self._sketch = bytearray(self._sketch.translate(_HALVED))
+            self._sketch_lookups = 0
+        full = len(cache) >= self._cache_titles or self._cached_aliases + _weight(value) > self._cache_aliases
+        if full and cache and self._asked(title) <= self._asked(next(iter(cache))):
+            return  # not asked for more than the row it would push out first
         cache[title] = value
         self._cached_aliases += _weight(value)
         while cache and (len(cache) > self._cache_titles or self._cached_aliases > self._cache_aliases):
@@ -304,6 +374,10 @@ class LookupStore:
 
 
 _ABSENT = object()
+_SKETCH_SIZE = 1 << 18  # counters of the cache's admission sketch (bytes): ~5x the titles it holds
+_SKETCH_MASK = _SKETCH_SIZE - 1
+_SKETCH_AGE = 500_000  # rows read from the files between two halvings of the counts
+_HALVED = bytes(count >> 1 for count in range(256))
 
 
 def _weight(value) -> int:

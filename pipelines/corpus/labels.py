@@ -760,12 +760,12 @@ def _entities_of(target: "_Target") -> tuple[str, ...]:
 def _loose_forms(tokens: set[str], rules: tuple[str, ...]) -> set[str]:
     """Forms of the page's tokens under which a variant's first token meets its alias's: first letter
     lower-cased (case rule), an English plural ending removed (plural rule)."""
-    # Most tokens start with a lower-case letter, which lower() leaves alone: those are picked in C (tokens
-    # are never empty), and only the others are rebuilt.
-    starts_lower = list(map(str.islower, map(_FIRST_CHAR, tokens)))
-    forms = set(itertools.compress(tokens, starts_lower))
-    forms.update([token[:1].lower() + token[1:]
-                  for token in itertools.compress(tokens, map(operator.not_, starts_lower))])
+    # Most tokens start with a character that lower() leaves alone (a lower-case letter, a digit, punctuation):
+    # those are picked in C (tokens are never empty), and only the others are rebuilt.
+    firsts = list(map(_FIRST_CHAR, tokens))
+    lowered = list(map(operator.ne, map(str.lower, firsts), firsts))
+    forms = set(itertools.compress(tokens, map(operator.not_, lowered)))
+    forms.update([token[:1].lower() + token[1:] for token in itertools.compress(tokens, lowered)])
     if ALIAS_PLURAL_EN in rules:
         plurals = list(itertools.compress(forms, map("s".__eq__, map(_LAST_CHAR, forms))))
         forms.update([token[:-1] for token in plurals])
@@ -876,11 +876,17 @@ class _PageTokens:
     @classmethod
     def of(cls, folded: str, token_re: re.Pattern) -> "_PageTokens":
         # Without a character of an unspaced script (most pages), the plain pattern splits the same way, faster.
-        plain = token_re is _TOKENS_SPLITTING_UNSPACED and _UNSPACED_CHAR.search(folded) is None
+        # Every character but a space is in one of its tokens: the page's distinct tokens (a third of its text)
+        # are searched for one, not the whole text.
+        plain = token_re is _TOKENS_SPLITTING_UNSPACED or token_re is _TOKENS_WHOLE_WORDS
         tokens = (_TOKENS_WHOLE_WORDS if plain else token_re).findall(folded)
+        present = set(tokens)
+        if (plain and token_re is _TOKENS_SPLITTING_UNSPACED and not folded.isascii()
+                and _UNSPACED_CHAR.search("".join(present)) is not None):
+            tokens = token_re.findall(folded)
+            present = set(tokens)
         # A pair is one string, not a tuple: a page has thousands of them, and strings give the garbage
         # collector nothing to track (tuples made it a good part of the labeller's time).
-        present = set(tokens)
         adjacent = set(map(_PAIR, zip(tokens, tokens[1:])))
         adjacent.update(present)
         return cls(present, adjacent, token_re, _word_shapes(token_re))

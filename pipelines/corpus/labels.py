@@ -467,18 +467,11 @@ class PreparedPage:
     def may_admit(self, gate: Iterable[str]) -> bool:
         """Can an alias with these :func:`alias_gate` keys pass the labeller's filters on this page? False
         only when it cannot: the alias would be dropped by :func:`_resolve_targets` before any other use."""
-        present = self.present
-        return not (present.adjacent.isdisjoint(gate) and present.present.isdisjoint(gate)
-                    and (self.loose is None or self.loose.isdisjoint(gate)))
+        return not self.present.adjacent.isdisjoint(gate)
 
     def keys_in(self, gates: Iterable[str]) -> set[str]:
-        """Those of the gate keys of stored aliases that this page holds (set operations in C)."""
-        present = self.present
-        found = present.adjacent.intersection(gates)
-        found.update(present.present.intersection(gates))
-        if self.loose is not None:
-            found.update(self.loose.intersection(gates))
-        return found
+        """Those of the gate keys of stored aliases that this page holds (one set operation in C)."""
+        return self.present.adjacent.intersection(gates)
 
 
 def prepare_page(text: str, config: LabelConfig) -> PreparedPage | None:
@@ -489,7 +482,10 @@ def prepare_page(text: str, config: LabelConfig) -> PreparedPage | None:
     token_re = _TOKENS_SPLITTING_UNSPACED if config.match_unspaced_scripts else _TOKENS_WHOLE_WORDS
     present = _PageTokens.of(folded, token_re)
     rules = config.variant_rules
-    return PreparedPage(folded, present, _loose_forms(present.present, rules) if rules else None)
+    loose = _loose_forms(present.present, rules) if rules else None
+    if loose is not None:
+        present.adjacent.update(loose)  # the gate keys' third kind (see _PageTokens.adjacent)
+    return PreparedPage(folded, present, loose)
 
 
 def alias_gate(packed: PackedAlias) -> tuple[str, ...]:
@@ -694,9 +690,12 @@ def _variant_targets(targets: dict[str, "_Target"], rules: tuple[str, ...], conf
     label nothing, and most variants are such."""
     variants: dict[str, _Target | None] = {}
     min_chars, stopwords = config.min_alias_chars, config.stopwords
-    by_rule = _usable_variants_cache(rules, min_chars, stopwords, True)
-    by_text = _usable_variants_cache(rules, min_chars, stopwords, False)
-    may_hold = present.may_hold if present is not None else None
+    token_re = _TOKENS_SPLITTING_UNSPACED if config.match_unspaced_scripts else _TOKENS_WHOLE_WORDS
+    by_rule = _usable_variants_cache(rules, min_chars, stopwords, True, token_re)
+    by_text = _usable_variants_cache(rules, min_chars, stopwords, False, token_re)
+    # may_hold inlined, with each variant's shape cached beside it (most variants are made for many pages)
+    page_tokens = present.present if present is not None else None
+    adjacent = present.adjacent if present is not None else None
     for alias in sorted(targets):  # by text, not by the order the page's candidates arrived in
         target = targets[alias]
         if target.source == SAME_PAGE_NUMBER:
@@ -709,8 +708,8 @@ def _variant_targets(targets: dict[str, "_Target"], rules: tuple[str, ...], conf
         cache = by_rule if capital_by_rule else by_text
         usable = cache.get(alias)
         if usable is None:
-            usable = cache[alias] = _usable_variants(alias, rules, capital_by_rule, min_chars, stopwords)
-        for text, source in usable:
+            usable = cache[alias] = _usable_variants(alias, rules, capital_by_rule, min_chars, stopwords, token_re)
+        for text, source, first, pairs in usable:
             if text in targets:
                 continue
             if text in variants:
@@ -718,8 +717,9 @@ def _variant_targets(targets: dict[str, "_Target"], rules: tuple[str, ...], conf
                 if known is not None and _entities_of(known) != _entities_of(target):
                     variants[text] = None
                 continue
-            if may_hold is not None and not may_hold(text):
-                continue
+            if page_tokens is not None and first is not None and (
+                    first not in page_tokens or not adjacent.issuperset(pairs)):
+                continue  # _PageTokens.may_hold(text) is False
             if target.by_position:
                 variants[text] = _Target(target.entity, source,
                                          tuple((start, entity, source) for start, entity, _s in target.by_position))
@@ -728,14 +728,16 @@ def _variant_targets(targets: dict[str, "_Target"], rules: tuple[str, ...], conf
     return {text: target for text, target in variants.items() if target is not None}
 
 
-_VARIANT_CACHES: dict[tuple, dict[str, tuple[tuple[str, str], ...]]] = {}
+# (variant text, source, its first token or None, its token pairs): a variant and its _word_shape
+_Variant = tuple[str, str, "str | None", tuple[str, ...]]
+_VARIANT_CACHES: dict[tuple, dict[str, tuple[_Variant, ...]]] = {}
 
 
 def _usable_variants_cache(rules: tuple[str, ...], min_alias_chars: int, stopwords: str,
-                           lowerable: bool) -> dict[str, tuple[tuple[str, str], ...]]:
+                           lowerable: bool, token_re: re.Pattern) -> dict[str, tuple[_Variant, ...]]:
     """alias -> :func:`_usable_variants` under these arguments: one dict lookup per alias and page
     (a hub's aliases come back for every page that links it)."""
-    key = (rules, min_alias_chars, stopwords, lowerable)
+    key = (rules, min_alias_chars, stopwords, lowerable, token_re)
     cache = _VARIANT_CACHES.get(key)
     if cache is None or len(cache) >= _CACHE_MAX:
         cache = _VARIANT_CACHES[key] = {}
@@ -743,10 +745,11 @@ def _usable_variants_cache(rules: tuple[str, ...], min_alias_chars: int, stopwor
 
 
 def _usable_variants(alias: str, rules: tuple[str, ...], lowerable: bool, min_alias_chars: int,
-                     stopwords: str) -> tuple[tuple[str, str], ...]:
-    """:func:`_variants` of one alias without those too short or stopwords (``stopwords``: the spec)."""
+                     stopwords: str, token_re: re.Pattern) -> tuple[_Variant, ...]:
+    """:func:`_variants` of one alias without those too short or stopwords (``stopwords``: the spec), each
+    with its :func:`_word_shape` (``token_re``), which :meth:`_PageTokens.may_hold` reads."""
     stopword_set = resolve_stopwords(stopwords)
-    return tuple((text, source) for text, source in _variants(alias, rules, lowerable)
+    return tuple((text, source, *_word_shape(text, token_re)) for text, source in _variants(alias, rules, lowerable)
                  if len(text.strip()) >= min_alias_chars and text.casefold() not in stopword_set)
 
 
@@ -757,12 +760,12 @@ def _entities_of(target: "_Target") -> tuple[str, ...]:
 def _loose_forms(tokens: set[str], rules: tuple[str, ...]) -> set[str]:
     """Forms of the page's tokens under which a variant's first token meets its alias's: first letter
     lower-cased (case rule), an English plural ending removed (plural rule)."""
-    # Most tokens start with a lower-case letter, which lower() leaves alone: those are picked in C (tokens
-    # are never empty), and only the others are rebuilt.
-    starts_lower = list(map(str.islower, map(_FIRST_CHAR, tokens)))
-    forms = set(itertools.compress(tokens, starts_lower))
-    forms.update([token[:1].lower() + token[1:]
-                  for token in itertools.compress(tokens, map(operator.not_, starts_lower))])
+    # Most tokens start with a character that lower() leaves alone (a lower-case letter, a digit, punctuation):
+    # those are picked in C (tokens are never empty), and only the others are rebuilt.
+    firsts = list(map(_FIRST_CHAR, tokens))
+    lowered = list(map(operator.ne, map(str.lower, firsts), firsts))
+    forms = set(itertools.compress(tokens, map(operator.not_, lowered)))
+    forms.update([token[:1].lower() + token[1:] for token in itertools.compress(tokens, lowered)])
     if ALIAS_PLURAL_EN in rules:
         plurals = list(itertools.compress(forms, map("s".__eq__, map(_LAST_CHAR, forms))))
         forms.update([token[:-1] for token in plurals])
@@ -863,18 +866,30 @@ class _PageTokens:
     """
 
     present: set[str]
-    adjacent: set[str]  # "a b" for every two tokens a, b in a row (tokens hold no space: one cut)
+    # "a b" for every two tokens a, b in a row (tokens hold no space: one cut), and also the page's tokens and
+    # (prepare_page) their loose forms: a pair has a space and those none, so a pair is in it only when it is in
+    # the page, and the store's gate keys of all three kinds are answered by one set (PreparedPage.keys_in).
+    adjacent: set[str]
     token_re: re.Pattern
     words: dict[str, tuple[str | None, tuple[str, ...]]]  # the cache of _word_shape for token_re
 
     @classmethod
     def of(cls, folded: str, token_re: re.Pattern) -> "_PageTokens":
         # Without a character of an unspaced script (most pages), the plain pattern splits the same way, faster.
-        plain = token_re is _TOKENS_SPLITTING_UNSPACED and _UNSPACED_CHAR.search(folded) is None
+        # Every character but a space is in one of its tokens: the page's distinct tokens (a third of its text)
+        # are searched for one, not the whole text.
+        plain = token_re is _TOKENS_SPLITTING_UNSPACED or token_re is _TOKENS_WHOLE_WORDS
         tokens = (_TOKENS_WHOLE_WORDS if plain else token_re).findall(folded)
+        present = set(tokens)
+        if (plain and token_re is _TOKENS_SPLITTING_UNSPACED and not folded.isascii()
+                and _UNSPACED_CHAR.search("".join(present)) is not None):
+            tokens = token_re.findall(folded)
+            present = set(tokens)
         # A pair is one string, not a tuple: a page has thousands of them, and strings give the garbage
         # collector nothing to track (tuples made it a good part of the labeller's time).
-        return cls(set(tokens), set(map(_PAIR, zip(tokens, tokens[1:]))), token_re, _word_shapes(token_re))
+        adjacent = set(map(_PAIR, zip(tokens, tokens[1:])))
+        adjacent.update(present)
+        return cls(present, adjacent, token_re, _word_shapes(token_re))
 
     def in_a_row(self, folded_alias: str, inner_only: bool = False) -> bool:
         """Are the alias's tokens adjacent pairs of the page (its first token checked by the caller)?

@@ -109,21 +109,6 @@ _OFFSET_PAIR = struct.Struct("<II")  # where an alias's pickle starts and ends
 _KEY_SEPARATOR = "\n"  # never in a gate key: tokens are words or single signs, pairs joined by a space
 
 
-_PAGE_KEYS: tuple = (None, frozenset())  # the last page asked for and its keys (pages come one at a time)
-
-
-def page_gate_keys(page: PreparedPage) -> set[str]:
-    """What a page holds of the gate keys, as one set (:meth:`PreparedPage.keys_in`: its tokens, their adjacent
-    pairs, their loose forms), made once per page: a row's keys are then tested with one lookup each."""
-    global _PAGE_KEYS
-    last, keys = _PAGE_KEYS
-    if last is not page:
-        present = page.present
-        keys = present.adjacent.union(present.present, page.loose or ())
-        _PAGE_KEYS = (page, keys)
-    return keys
-
-
 def encode_head(head: list) -> bytes:
     """An entity's head aliases as stored, one blob: the counts of gate keys and aliases and the gate keys'
     bytes (uint32 each); the gate keys (:func:`~pipelines.corpus.labels.alias_gate`), sorted, UTF-8, one a line
@@ -248,7 +233,7 @@ class StoredAliases:
             blob = self.blob
             end = _HEAD_HEADER.size + self.key_bytes
             keys = blob[_HEAD_HEADER.size:end].decode("utf-8", "surrogatepass").split(_KEY_SEPARATOR) if n else ()
-            found = page_gate_keys(page).intersection(keys)
+            found = page.keys_in(keys)
             chosen = []
             if found:
                 wanted: set[int] = set()

@@ -347,18 +347,19 @@ def test_pipeline_text_to_windows(tok, coder):
 
 
 def chunk(article, vocab, window, overlap, passage_text=True):
-    """(rows, packed element, counters) of ChunkWindowsFn on one article."""
+    """(rows, the page's windows as pass 2 makes them: (split, page key, Arrow batch) or None, counters) of
+    ChunkWindowsFn on one article."""
     from pipelines.transforms.passages import ChunkWindowsFn, PassageOptions
 
     options = PassageOptions("gpt2-bpe", window, overlap, 0.0, "", passage_text=passage_text)
     fn = ChunkWindowsFn(options)
     fn.setup()
     rows = [row for _split, _key, row in fn.process(article, vocab)]
-    packed_fn = ChunkWindowsFn(options, packed=True)
-    packed_fn.setup()
-    packed = list(packed_fn.process(article, vocab))
-    assert dict(packed_fn._tally) == dict(fn._tally)
-    return rows, packed, dict(fn._tally)
+    batch_fn = ChunkWindowsFn(options)
+    batch_fn.setup()
+    page = batch_fn.windows(article, vocab)
+    assert dict(batch_fn._tally) == dict(fn._tally)
+    return rows, page, dict(fn._tally)
 
 
 def test_a_mention_reaching_past_the_window_text_is_left_out_and_counted():
@@ -369,7 +370,7 @@ def test_a_mention_reaching_past_the_window_text_is_left_out_and_counted():
     two = Mention(4, 7, "two", "Two", "same_page_alias")
     five = Mention(19, 23, "five", "Five", "hyperlink")
     article = LabeledArticle(page_id=7, title="T", text=text, mentions=[two_and_space, two, five])
-    rows, packed, counters = chunk(article, {"Two": 5}, window=2, overlap=0)
+    rows, _page, counters = chunk(article, {"Two": 5}, window=2, overlap=0)
     assert [r["text"] for r in rows] == ["one two", " three four", " five six"]
     assert [r["char_offset"] for r in rows] == [0, 7, 18]
     first = rows[0]["mentions"]
@@ -384,11 +385,12 @@ def test_a_mention_reaching_past_the_window_text_is_left_out_and_counted():
 
 
 @pytest.mark.parametrize("passage_text", [True, False])
-def test_the_packed_windows_are_the_rows_in_arrow(passage_text):
-    """ChunkWindowsFn builds each page's Arrow batch column by column: the same bytes as
-    pack_rows of its rows (what WriteShards would have packed from them)."""
+def test_the_windows_batch_is_the_rows_in_arrow(passage_text):
+    """ChunkWindowsFn builds each page's Arrow batch column by column (what pass 2 writes): the same bytes as
+    the batch of its rows."""
+    import pyarrow as pa
+
     from pipelines.records import LabeledArticle
-    from pipelines.transforms.write import pack_rows
     from schemas import passage_schema
 
     text = " ".join(f"Paris{i} visited Київ and 北京 😀." for i in range(40))
@@ -396,10 +398,12 @@ def test_the_packed_windows_are_the_rows_in_arrow(passage_text):
     visited = [mention(text, "visited", i) for i in range(0, 40, 7)]
     mentions += [Mention(m.start + 1, m.end, m.surface[1:], "Bad", "hyperlink") for m in visited]  # inside a token
     article = LabeledArticle(page_id=12, title="Тест", text=text, mentions=mentions)
-    rows, packed, counters = chunk(article, {"Київ": 9}, window=16, overlap=4, passage_text=passage_text)
+    rows, page, counters = chunk(article, {"Київ": 9}, window=16, overlap=4, passage_text=passage_text)
     assert len(rows) > 10 and counters["mentions_dropped/not_token_aligned"] > 0
-    assert [(split, key) for split, key, _ in packed] == [("train", "12")]
-    assert packed[0][2] == pack_rows(12, rows, passage_schema(passage_text))
+    split, key, batch = page
+    assert (split, key) == ("train", "12")
+    expected = pa.RecordBatch.from_pylist(rows, schema=passage_schema(passage_text))
+    assert batch.serialize().to_pybytes() == expected.serialize().to_pybytes()
     assert sum(len(r["mentions"]) for r in rows) >= 40 + 14
     for r in rows:
         assert r["passage_id"] == f"12:{r['window_index']}" and r["title"] == "Тест"

@@ -9,7 +9,7 @@ from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from pipelines import storage
-from pipelines.transforms.write import ShardSpec, WriteShards, pack_rows, stable_shard
+from pipelines.transforms.write import ShardSpec, WriteShards, stable_shard
 from schemas import SCHEMAS
 
 # Redirect chains, loops and ends, links and their anchors, as pages of a dump the job runs on.
@@ -93,29 +93,6 @@ def test_write_shards_sorted_complete_and_deterministic(tmp_path):
             [r for r in rows if r["entity_id"] % 2 == 0], SCHEMAS["entity_vocab"], 7)
         digests.append([p.read_bytes() for p in sorted((out / "entity_vocab").iterdir())])
     assert digests[0] == digests[1]
-
-
-def test_packed_runs_give_the_bytes_of_rows(tmp_path):
-    """Runs of rows packed per sort position (a page's windows, as pass 2 writes them) give the same bytes as
-    the rows written one by one: row groups that cut across runs, runs of 0 to 6 rows."""
-    from pipelines.transforms.write import _packed_row_groups
-
-    schema = SCHEMAS["entity_vocab"]
-    runs = []  # contiguous in entity_id order
-    next_id = 0
-    for key in range(30):
-        size = key % 7
-        runs.append([{"entity_id": next_id + i, "entity": f"E{next_id + i}", "count": key} for i in range(size)])
-        next_id += size
-    rows = [r for run in runs for r in run]
-    packed = [pack_rows(run[0]["entity_id"], run, schema) for run in runs if run]
-    path = tmp_path / "packed.parquet"
-    writer = storage.ParquetFileWriter(str(path), schema)
-    for table in _packed_row_groups(packed, schema, 4):
-        writer.write_table(table)
-    writer.close()
-    assert path.read_bytes() == storage.parquet_bytes(rows, schema, 4)
-    assert pq.ParquetFile(path).metadata.num_row_groups == -(-len(rows) // 4)
 
 
 def test_write_shards_puts_each_row_in_the_shard_of_its_key(tmp_path):

@@ -78,7 +78,7 @@ class WritePassagesByRangeFn(ChunkWindowsFn):
     def __init__(self, output: str, ranges: list, site: SiteInfo, parse: ParseOptions, labels: LabelConfig,
                  passages: PassageOptions, keep_red_links: bool, description_max_chars: int,
                  row_group_rows: int, sort_buffer_rows: int, linker_config=None) -> None:
-        super().__init__(passages, packed=True)
+        super().__init__(passages)
         self.output = output
         self.ranges = ranges
         self.site = site

@@ -19,7 +19,6 @@ from pipelines.corpus.split import split_of
 from pipelines.corpus.windows import WindowMentions, window_count, window_mentions
 from pipelines.records import LabeledArticle
 from pipelines.transforms.stats import STATS, CountingDoFn
-from pipelines.transforms.write import pack_batch
 from schemas import UNK_ENTITY_ID, passage_schema
 from schemas.corpus import MENTION_TYPE
 from wikiedm.tokenizer import TokenBounds, load_encoder, tokenize_mention_arrays
@@ -49,10 +48,9 @@ class ChunkWindowsFn(CountingDoFn):
     span) is left out of that window and counted.
     """
 
-    def __init__(self, options: PassageOptions, packed: bool = False) -> None:
+    def __init__(self, options: PassageOptions) -> None:
         super().__init__()
         self.options = options
-        self.packed = packed
         self.schema = passage_schema(options.passage_text)
         self.tokenizer = None
 
@@ -60,15 +58,7 @@ class ChunkWindowsFn(CountingDoFn):
         self.tokenizer = load_encoder(self.options.tokenizer)  # tiktoken for the default GPT-2 BPE
 
     def process(self, article: LabeledArticle, vocab: dict):
-        if not self.packed:
-            yield from self.rows(article, vocab)
-            return
-        # One element per page: its windows are one shard key's rows and follow each other in
-        # the files' (page_id, window_index) order, so they travel as one packed Arrow run.
-        page = self.windows(article, vocab)
-        if page is not None:
-            split, page_key, batch = page
-            yield split, page_key, pack_batch(article.page_id, batch)
+        yield from self.rows(article, vocab)
 
     def rows(self, article: LabeledArticle, vocab: dict):
         """(split, page id as the shard key, passage row) for every window of the article."""
@@ -198,18 +188,14 @@ def _window_texts(bounds: TokenBounds, token_start, token_end, char_start, char_
 class ChunkWindows(beam.PTransform):
     """LabeledArticle -> (split, shard key, passage row); entity ids from the vocabulary
     ((entity, id) pairs, at most N: the one side input of the job).
-
-    ``packed``: one element per page instead, (split, shard key, :func:`pack_rows` of its
-    windows), as pass 2 makes them (the same rows).
     """
 
-    def __init__(self, options: PassageOptions, packed: bool = False) -> None:
+    def __init__(self, options: PassageOptions) -> None:
         super().__init__()
         self.options = options
-        self.packed = packed
 
     def expand(self, inputs):
         articles, vocab = inputs["articles"], inputs["vocab"]  # vocab: (entity, entity_id) pairs
         out = articles | "TokenizeAndWindow" >> beam.ParDo(
-            ChunkWindowsFn(self.options, self.packed), vocab=beam.pvalue.AsDict(vocab)).with_outputs(STATS, main="rows")
+            ChunkWindowsFn(self.options), vocab=beam.pvalue.AsDict(vocab)).with_outputs(STATS, main="rows")
         return {"rows": out.rows, "stats": [out[STATS]]}

@@ -1,14 +1,10 @@
 """WriteShards, SaveTokenizer and WriteManifest: the job's small outputs (vocabulary, dead letters), the
-tokenizer, and the manifest; and the packed runs of rows pass 2 writes its passages from.
+tokenizer, and the manifest.
 
 Shards are written as they stream: a shard's rows are fed through an
 external sort (sorted runs spilled to the worker's local disk, then merged)
 straight into a Parquet writer, one row group at a time, so no worker holds
 a whole shard. An output is one file, or a fixed number of shards per partition.
-
-Packed rows: rows that come in runs sharing one sort position (the windows of one page) travel as one
-element, ``(sort key, rows, Arrow IPC bytes)`` (:func:`pack_batch`), and are cut into row groups by
-:func:`_packed_row_groups`: the same bytes as the rows written one by one, without a dict per row.
 
 Determinism: a row's file is a pure function of its shard key (page id,
 alias, entity) and the shard count, rows are sorted by a unique key inside
@@ -25,7 +21,6 @@ import shutil
 from dataclasses import dataclass
 
 import apache_beam as beam
-import pyarrow as pa
 
 from pipelines.corpus.sorted_runs import stable_shard
 from pipelines.external_sort import ExternalSorter
@@ -73,34 +68,6 @@ class ShardSpec:
 
     def all_paths(self, layout: dict[str, int]) -> list[str]:
         return sorted(self.path(p, i, n) for p, n in layout.items() for i in range(n))
-
-
-def pack_rows(sort_key, rows: list[dict], schema: pa.Schema) -> tuple:
-    """Rows that follow each other in the sort order -> one packed run: (sort key of the run, row count,
-    Arrow IPC bytes)."""
-    return pack_batch(sort_key, pa.RecordBatch.from_pylist(rows, schema=schema))
-
-
-def pack_batch(sort_key, batch: pa.RecordBatch) -> tuple:
-    """:func:`pack_rows` of rows already in an Arrow batch (of the output's schema)."""
-    return sort_key, batch.num_rows, batch.serialize().to_pybytes()
-
-
-def _packed_row_groups(packed_runs, schema: pa.Schema, row_group_rows: int):
-    """Sorted packed runs -> tables of exactly ``row_group_rows`` rows (the last one shorter),
-    contiguous, as ``pa.Table.from_pylist`` of the same rows would give them."""
-    pending: list = []
-    pending_rows = 0
-    for _key, n, payload in packed_runs:
-        pending.append(pa.ipc.read_record_batch(pa.py_buffer(payload), schema))
-        pending_rows += n
-        while pending_rows >= row_group_rows:
-            table = pa.Table.from_batches(pending, schema)
-            yield table.slice(0, row_group_rows).combine_chunks()
-            rest = table.slice(row_group_rows)
-            pending, pending_rows = rest.to_batches(), rest.num_rows
-    if pending_rows:
-        yield pa.Table.from_batches(pending, schema).combine_chunks()
 
 
 class _WriteSortedFileFn(beam.DoFn):

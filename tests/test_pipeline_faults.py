@@ -103,14 +103,19 @@ def test_killed_run_then_rerun_equals_an_uninterrupted_run(tmp_path: Path, sampl
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
 
     def written_by_the_new_run() -> list[Path]:
-        return [p for p in out.rglob("*") if p.is_file() and before.get(p) != _mtime(p) and p.name != RUN_RECORD]
+        """Files the new run wrote that are still there (an older file it removed is not one, nor is a
+        working file it removed since: the listing and the stat are not atomic)."""
+        return [p for p in out.rglob("*") if p.is_file() and _mtime(p) not in (None, before.get(p))
+                and p.name != RUN_RECORD]
 
     # Kill it part-way: once it has written something of its own (files have landed), while it still runs.
+    # What was seen is kept: a working file seen now may be gone (renamed, removed) by a second look.
     deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and proc.poll() is None and not written_by_the_new_run():
+    written: list[Path] = []
+    while time.monotonic() < deadline and proc.poll() is None and not (written := written_by_the_new_run()):
         time.sleep(0.02)
     assert proc.poll() is None, "the run finished before it could be killed part-way"
-    assert written_by_the_new_run(), "the run wrote nothing before the kill"
+    assert written, "the run wrote nothing before the kill"
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert not (out / "manifest.json").exists(), "a killed run must not look finished"

@@ -6,10 +6,8 @@ The entity vocabulary (<= N rows) is the only side input.
 from __future__ import annotations
 
 import operator
-from collections import Counter
 from dataclasses import dataclass
 from itertools import repeat
-from typing import Sequence
 
 import apache_beam as beam
 import numpy as np
@@ -100,20 +98,23 @@ class ChunkWindowsFn(CountingDoFn):
         prefix = f"{article.page_id}:"
         columns = [
             pa.array(list(map(prefix.__add__, map(str, range(n_windows)))), pa.string()),  # passage_id
-            pa.array(np.full(n_windows, article.page_id, dtype=np.int64)),  # page_id
+            _numbers(np.full(n_windows, article.page_id, dtype=np.int64), pa.int64()),  # page_id
             pa.array([article.title] * n_windows, pa.string()),  # title
-            pa.array(np.arange(n_windows, dtype=np.int32)),  # window_index
-            pa.array(char_start.astype(np.int32)),  # char_offset
+            _numbers(np.arange(n_windows, dtype=np.int32), pa.int32()),  # window_index
+            _numbers(char_start.astype(np.int32), pa.int32()),  # char_offset
         ]
         if opts.passage_text:
             columns.append(_window_texts(bounds, token_start, token_end, char_start, char_end))
-        columns.append(pa.ListArray.from_arrays(pa.array(token_offsets), pa.array(
-            _window_tokens(ids.astype(np.int32), token_start, opts.window, opts.overlap))))
+        columns.append(pa.ListArray.from_arrays(_numbers(token_offsets, pa.int32()), _numbers(
+            _window_tokens(ids.astype(np.int32), token_start, opts.window, opts.overlap), pa.int32())))
         columns.append(self._mentions(tokenized, n_tokens, token_start, char_start, char_end, vocab))
         return split, str(article.page_id), pa.RecordBatch.from_arrays(columns, schema=self.schema)
 
     def _mentions(self, tokenized, n_tokens: int, token_start, char_start, char_end, vocab: dict) -> pa.ListArray:
-        """The ``mentions`` column: each window's mentions whose tokens and characters it holds (counted)."""
+        """The ``mentions`` column: each window's mentions whose tokens and characters it holds (counted).
+
+        A mention's strings and entity id are read once, for the mentions as given; each window's copies
+        are gathered from those arrays (a mention near a window edge is in two windows)."""
         opts = self.options
         n_windows = len(token_start)
         placed = window_mentions(n_tokens, tokenized.token_start, tokenized.token_end, window=opts.window,
@@ -126,37 +127,50 @@ class ChunkWindowsFn(CountingDoFn):
         if not inside.all():
             k, i, m_start, m_end = k[inside], i[inside], m_start[inside], m_end[inside]
             placed = WindowMentions(k, i, placed.token_start[inside], placed.token_end[inside])
-        placed_mentions = _items(tokenized.given, tokenized.kept[i].tolist())
-        entities = list(map(_ENTITY, placed_mentions))
-        entity_ids = np.fromiter(map(vocab.get, entities, repeat(UNK_ENTITY_ID)), np.int32, len(entities))
+        given = tokenized.given
+        at = tokenized.kept[i]  # each placed mention's position in ``given``
+        placed_of = _picker(at.tolist())
+        entities = list(map(_ENTITY, given))
+        entity_ids = np.fromiter(map(vocab.get, entities, repeat(UNK_ENTITY_ID)), np.int32, len(entities))[at]
         self.count("passage_mentions/outside_vocab", int(np.count_nonzero(entity_ids == UNK_ENTITY_ID)))
-        sources = list(map(_SOURCE, placed_mentions))
-        for source, n in Counter(sources).items():
+        sources = list(map(_SOURCE, given))
+        codes = dict.fromkeys(sources)  # the few sources, numbered
+        for code, source in enumerate(codes):
+            codes[source] = code
+        per_source = np.bincount(np.fromiter(map(codes.__getitem__, sources), np.intp, len(sources))[at],
+                                 minlength=len(codes)).tolist()
+        for source, n in zip(codes, per_source):
             self.count(f"passage_mentions/{source}", n)
         window_of_start = char_start[k]
         struct = pa.StructArray.from_arrays(
             [
-                pa.array(placed.token_start.astype(np.int32)),
-                pa.array(placed.token_end.astype(np.int32)),
-                pa.array(entity_ids),
-                pa.array(entities, pa.string()),
-                pa.array(sources, pa.string()),
-                pa.array(list(map(_SURFACE, placed_mentions)), pa.string()),
-                pa.array((m_start - window_of_start).astype(np.int32)),
-                pa.array((m_end - window_of_start).astype(np.int32)),
+                _numbers(placed.token_start.astype(np.int32), pa.int32()),
+                _numbers(placed.token_end.astype(np.int32), pa.int32()),
+                _numbers(entity_ids, pa.int32()),
+                pa.array(placed_of(entities), pa.string()),
+                pa.array(placed_of(sources), pa.string()),
+                pa.array(placed_of(list(map(_SURFACE, given))), pa.string()),
+                _numbers((m_start - window_of_start).astype(np.int32), pa.int32()),
+                _numbers((m_end - window_of_start).astype(np.int32), pa.int32()),
             ],
             fields=list(MENTION_TYPE),
         )
         offsets = np.zeros(n_windows + 1, dtype=np.int32)
         np.cumsum(np.bincount(k, minlength=n_windows), out=offsets[1:])
-        return pa.ListArray.from_arrays(pa.array(offsets), struct)
+        return pa.ListArray.from_arrays(_numbers(offsets, pa.int32()), struct)
 
 
-def _items(values: Sequence, positions: list[int]) -> Sequence:
-    """``[values[i] for i in positions]``, in C (a tuple)."""
+def _numbers(values: np.ndarray, arrow_type: pa.DataType) -> pa.Array:
+    """A numpy array of ``arrow_type``'s width as an Arrow array over its buffer (no nulls, no copy)."""
+    values = np.ascontiguousarray(values)
+    return pa.Array.from_buffers(arrow_type, len(values), [None, pa.py_buffer(values)])
+
+
+def _picker(positions: list[int]):
+    """``values -> [values[p] for p in positions]``, in C (a tuple when there are several)."""
     if len(positions) > 1:
-        return operator.itemgetter(*positions)(values)
-    return [values[i] for i in positions]
+        return operator.itemgetter(*positions)
+    return lambda values: [values[p] for p in positions]
 
 
 def _window_tokens(ids: np.ndarray, token_start: np.ndarray, window: int, overlap: int) -> np.ndarray:
@@ -178,7 +192,7 @@ def _window_texts(bounds: TokenBounds, token_start, token_end, char_start, char_
         text = bounds.text
         return pa.array([text[a:b] for a, b in zip(char_start.tolist(), char_end.tolist())], pa.string())
     start, end = spans
-    utf8 = memoryview(bounds.text.encode("utf-8"))
+    utf8 = memoryview(bounds.text_utf8())
     data = b"".join([utf8[a:b] for a, b in zip(start.tolist(), end.tolist())])
     offsets = np.zeros(len(start) + 1, dtype=np.int32)
     np.cumsum(end - start, out=offsets[1:])

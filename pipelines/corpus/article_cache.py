@@ -16,6 +16,7 @@ from __future__ import annotations
 import io
 import pickle
 from dataclasses import dataclass
+from itertools import starmap
 from typing import BinaryIO, Callable, Iterator
 
 import zstandard
@@ -36,7 +37,7 @@ def _as_tuple(article: Article) -> tuple:
 
 def _from_tuple(values: tuple) -> Article:
     page_id, title, text, links, revision_id = values
-    return Article(page_id, title, text, [LinkMention(*link) for link in links], revision_id)
+    return Article(page_id, title, text, list(starmap(LinkMention, links)), revision_id)
 
 
 @dataclass(frozen=True, slots=True)

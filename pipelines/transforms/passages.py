@@ -6,6 +6,7 @@ The entity vocabulary (<= N rows) is the only side input.
 from __future__ import annotations
 
 import operator
+from collections import Counter
 from dataclasses import dataclass
 from itertools import repeat
 
@@ -95,12 +96,12 @@ class ChunkWindowsFn(CountingDoFn):
                    + int(np.count_nonzero(bounds.first_char[token_end] != bounds.end_char[token_end])))
         token_offsets = np.zeros(n_windows + 1, dtype=np.int32)
         np.cumsum(token_end - token_start, out=token_offsets[1:])
-        prefix = f"{article.page_id}:"
+        window_index = np.arange(n_windows, dtype=np.int32)
         columns = [
-            pa.array(list(map(prefix.__add__, map(str, range(n_windows)))), pa.string()),  # passage_id
+            _passage_ids(article.page_id, window_index),  # passage_id
             _numbers(np.full(n_windows, article.page_id, dtype=np.int64), pa.int64()),  # page_id
-            pa.array([article.title] * n_windows, pa.string()),  # title
-            _numbers(np.arange(n_windows, dtype=np.int32), pa.int32()),  # window_index
+            _repeated(article.title, window_index),  # title
+            _numbers(window_index, pa.int32()),  # window_index
             _numbers(char_start.astype(np.int32), pa.int32()),  # char_offset
         ]
         if opts.passage_text:
@@ -133,13 +134,8 @@ class ChunkWindowsFn(CountingDoFn):
         entities = list(map(_ENTITY, given))
         entity_ids = np.fromiter(map(vocab.get, entities, repeat(UNK_ENTITY_ID)), np.int32, len(entities))[at]
         self.count("passage_mentions/outside_vocab", int(np.count_nonzero(entity_ids == UNK_ENTITY_ID)))
-        sources = list(map(_SOURCE, given))
-        codes = dict.fromkeys(sources)  # the few sources, numbered
-        for code, source in enumerate(codes):
-            codes[source] = code
-        per_source = np.bincount(np.fromiter(map(codes.__getitem__, sources), np.intp, len(sources))[at],
-                                 minlength=len(codes)).tolist()
-        for source, n in zip(codes, per_source):
+        sources = placed_of(list(map(_SOURCE, given)))
+        for source, n in Counter(sources).items():
             self.count(f"passage_mentions/{source}", n)
         window_of_start = char_start[k]
         struct = pa.StructArray.from_arrays(
@@ -148,7 +144,7 @@ class ChunkWindowsFn(CountingDoFn):
                 _numbers(placed.token_end.astype(np.int32), pa.int32()),
                 _numbers(entity_ids, pa.int32()),
                 pa.array(placed_of(entities), pa.string()),
-                pa.array(placed_of(sources), pa.string()),
+                pa.array(sources, pa.string()),
                 pa.array(placed_of(list(map(_SURFACE, given))), pa.string()),
                 _numbers((m_start - window_of_start).astype(np.int32), pa.int32()),
                 _numbers((m_end - window_of_start).astype(np.int32), pa.int32()),
@@ -164,6 +160,33 @@ def _numbers(values: np.ndarray, arrow_type: pa.DataType) -> pa.Array:
     """A numpy array of ``arrow_type``'s width as an Arrow array over its buffer (no nulls, no copy)."""
     values = np.ascontiguousarray(values)
     return pa.Array.from_buffers(arrow_type, len(values), [None, pa.py_buffer(values)])
+
+
+_WINDOW_NUMBERS = tuple(map(str, range(4096)))  # "0", "1", ...: the suffixes of passage ids, in text
+_WINDOW_NUMBER_ENDS = np.cumsum([0, *map(len, _WINDOW_NUMBERS)]).astype(np.int32)  # their ends, one after another
+
+
+def _passage_ids(page_id: int, window_index: np.ndarray) -> pa.Array:
+    """The ``passage_id`` column, ``f"{page_id}:{k}"`` for windows ``k`` = 0..n-1, from one joined text."""
+    n = len(window_index)
+    if n > len(_WINDOW_NUMBERS):
+        return pa.array([f"{page_id}:{k}" for k in range(n)], pa.string())
+    prefix = f"{page_id}:"
+    data = (prefix + prefix.join(_WINDOW_NUMBERS[:n])).encode("ascii")
+    offsets = np.empty(n + 1, dtype=np.int32)
+    offsets[:n] = _WINDOW_NUMBER_ENDS[:n] + window_index * len(prefix)
+    offsets[n] = len(data)
+    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(data), null_count=0)
+
+
+def _repeated(value: str, window_index: np.ndarray) -> pa.Array:
+    """A string column holding ``value`` in each of the windows' rows."""
+    utf8 = value.encode("utf-8")
+    n = len(window_index)
+    offsets = np.empty(n + 1, dtype=np.int32)
+    np.multiply(window_index, len(utf8), out=offsets[:n])
+    offsets[n] = n * len(utf8)
+    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(utf8 * n), null_count=0)
 
 
 def _picker(positions: list[int]):

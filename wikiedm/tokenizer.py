@@ -252,14 +252,16 @@ class Gpt2BpeEncoder:
         self._white_space_chars = frozenset(WHITE_SPACE)
         # Everything tokenising reads of a token, in one int64 word per id (_TokenWord's bytes): one gather
         # per text instead of one per property, from a table a fifth of their size (it stays in cache).
-        columns = (self._byte_len, self._lead_spaces, self._trail_spaces, self._char_starts, self._opens_char,
-                   self._space_bytes_only, self._opens_other_char)
-        if any(int(c.max()) > 255 for c in columns):  # pragma: no cover - GPT-2's tokens are <= 128 bytes
+        not_opens = 1 - self._opens_char.astype(np.int64)
+        columns = (self._byte_len, self._lead_spaces, self._trail_spaces, self._char_starts, not_opens,
+                   self._space_bytes_only, self._opens_other_char, self._lead_spaces - not_opens)
+        if any(int(c.max()) > 255 or int(c.min()) < -1 for c in columns):  # pragma: no cover - GPT-2's are small
             raise ValueError("a token property does not fit a byte")
         words = np.zeros((len(token_bytes), 8), dtype=np.uint8)
         for byte, column in zip((_TokenWord.BYTES, _TokenWord.LEAD, _TokenWord.TRAIL, _TokenWord.CHARS,
-                                 _TokenWord.OPENS, _TokenWord.SPACE_ONLY, _TokenWord.OPENS_OTHER), columns):
-            words[:, byte] = column
+                                 _TokenWord.NOT_OPENS, _TokenWord.SPACE_ONLY, _TokenWord.OPENS_OTHER,
+                                 _TokenWord.START_SHIFT), columns):
+            words[:, byte] = column & 0xFF  # START_SHIFT's -1 as 255: read back as int8
         self._token_words = words.view("<i8").reshape(-1)
 
     @classmethod
@@ -383,30 +385,29 @@ class Gpt2BpeEncoder:
         rows = _TokenWord.rows(words)
         n = len(ids)
         bounds = None
-        if is_ascii:
-            boundaries = np.zeros(n + 1, dtype=np.int64)  # byte position of boundary k
-            np.cumsum(words & _TokenWord.BYTES_MASK, out=boundaries[1:])
-            start, end = boundaries[:-1], boundaries[1:]
+        if is_ascii:  # a character per byte
+            first_char = np.zeros(n + 1, dtype=np.int64)  # byte position of boundary k
+            np.cumsum(words & _TokenWord.BYTES_MASK, out=first_char[1:])
             if with_bounds:
-                bounds = TokenBounds(text, boundaries, boundaries, boundaries, utf8)
+                bounds = TokenBounds(text, first_char, first_char, first_char, utf8)
         else:  # boundary -> characters starting before it, from the tokens' bytes (the text's, in order)
             sums = np.zeros(n + 1, dtype=np.int64)  # bytes + characters started << 32, before boundary k
             np.cumsum(words & _TokenWord.SUMS_MASK, out=sums[1:])
             first_char = sums >> 32
-            opens_char = rows[:, _TokenWord.OPENS]  # 1: the boundary before the token is a character's start
-            # A token covers the characters its bytes belong to: from the one holding its first byte
-            # to the last one starting before its end.
-            start, end = first_char[:-1] + opens_char - 1, first_char[1:]
             if with_bounds:  # end_char: one less where the boundary falls inside a character
                 end_char = first_char.copy()
-                end_char[:-1] -= 1 - opens_char
+                end_char[:-1] -= rows[:, _TokenWord.NOT_OPENS]
                 bounds = TokenBounds(text, first_char, end_char, sums & 0xFFFFFFFF, utf8)
-        lead, trail = rows[:, _TokenWord.LEAD], rows[:, _TokenWord.TRAIL]
-        if n and start[0] == 0 and lead[0] == 1:  # a prefix space (only token 0 can start at 0 with one)
-            lead[0] = 0
-        start = np.minimum(start + lead, end)
+        # A token covers the characters its bytes belong to: from the one holding its first byte (one before
+        # first_char where its first byte continues a character) to the last one starting before its end;
+        # then its leading and trailing spaces are trimmed off (START_SHIFT: leading spaces - NOT_OPENS).
+        start = first_char[:-1] + rows[:, _TokenWord.START_SHIFT].view(np.int8)
+        if n and rows[0, _TokenWord.NOT_OPENS] == 0 and rows[0, _TokenWord.LEAD] == 1:
+            start[0] -= 1  # a prefix space, kept (only token 0 can start at 0 with one)
+        end = first_char[1:]
+        start = np.minimum(start, end)
         # end >= trail always (the trailing spaces are characters of the token), so no guard is needed.
-        end = np.maximum(end - trail, start)
+        end = np.maximum(end - rows[:, _TokenWord.TRAIL], start)
         return ids, start, end, bounds
 
     def boundary_chars(self, text: str, ids: "np.ndarray") -> tuple["np.ndarray", "np.ndarray"]:
@@ -418,10 +419,12 @@ class _TokenWord:
     """The bytes of a token's int64 word (:attr:`Gpt2BpeEncoder._token_words`, little-endian): its UTF-8 byte
     count (byte 0) and the characters starting in it (byte 4), so that a running sum of the words masked with
     ``SUMS_MASK`` holds the bytes (low 32 bits) and the characters (high 32 bits) before each token at once;
-    and, in the other bytes, its leading and trailing spaces (0x20) and flags: its first byte starts a
-    character, it is made of whitespace bytes only, it opens a character other than ASCII whitespace."""
+    and, in the other bytes: its leading and trailing spaces (0x20); whether its first byte continues a
+    character (NOT_OPENS); leading spaces less NOT_OPENS (START_SHIFT, signed: its start offset from the
+    boundary before it); and flags: made of whitespace bytes only, opens a character other than ASCII
+    whitespace."""
 
-    BYTES, SPACE_ONLY, OPENS_OTHER, LEAD, CHARS, TRAIL, OPENS = 0, 1, 2, 3, 4, 5, 6
+    BYTES, SPACE_ONLY, OPENS_OTHER, LEAD, CHARS, TRAIL, NOT_OPENS, START_SHIFT = 0, 1, 2, 3, 4, 5, 6, 7
     BYTES_MASK = 0xFF
     SUMS_MASK = 0xFF | (0xFF << 32)
 

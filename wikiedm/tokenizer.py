@@ -45,6 +45,7 @@ import re
 import shutil
 import tempfile
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import TYPE_CHECKING, Protocol, Sequence, Union
 
 from wikiedm import storage
@@ -72,7 +73,7 @@ GPT2_PATTERN_NO_LOOKAHEAD = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s
 WHITE_SPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a" \
               "\u2028\u2029\u202f\u205f\u3000"
 _SURROGATE = re.compile("[\ud800-\udfff]")
-_START, _END = operator.attrgetter("start"), operator.attrgetter("end")
+_SPAN = operator.attrgetter("start", "end")
 
 
 @dataclass(frozen=True, slots=True)
@@ -900,8 +901,8 @@ def tokenize_mention_arrays(text: str, mentions: Sequence[Mention], tokenizer: T
             bounds = token_bounds(text, ids, starts, ends, tokenizer)
         ids = np.asarray(ids, dtype=np.int64)
     n = len(mentions)
-    m_start = np.fromiter(map(_START, mentions), np.int64, n)
-    m_end = np.fromiter(map(_END, mentions), np.int64, n)
+    spans = np.fromiter(chain.from_iterable(map(_SPAN, mentions)), np.int64, 2 * n)  # one pass: start, end, ...
+    m_start, m_end = spans[0::2], spans[1::2]
     kept = np.arange(n, dtype=np.int64)
     if n > 1 and not _in_order(m_start, m_end):
         kept = np.lexsort((m_end, m_start))  # stable, as sorted() by (start, end)
@@ -943,8 +944,8 @@ def _token_spans(text: str, starts: "np.ndarray", ends: "np.ndarray", char_start
     ok &= first <= last
     # Skip zero-width tokens at the edges (e.g. a trimmed lone space): rare, so one by one.
     first_safe, last_safe = np.where(ok, first, 0), np.where(ok, last, 0)
-    zero_width = starts >= ends
-    for i in np.flatnonzero(ok & (zero_width[first_safe] | zero_width[last_safe])).tolist():
+    zero_width_edge = (starts[first_safe] >= ends[first_safe]) | (starts[last_safe] >= ends[last_safe])
+    for i in np.flatnonzero(ok & zero_width_edge).tolist():
         f, la = int(first[i]), int(last[i])
         while f <= la and starts[f] >= ends[f]:
             f += 1

@@ -107,7 +107,7 @@ class ChunkWindowsFn(CountingDoFn):
         if opts.passage_text:
             columns.append(_window_texts(bounds, token_start, token_end, char_start, char_end))
         columns.append(pa.ListArray.from_arrays(_numbers(token_offsets, pa.int32()), _numbers(
-            _window_tokens(ids.astype(np.int32), token_start, opts.window, opts.overlap), pa.int32())))
+            _window_tokens(_as_int32(ids), token_start, opts.window, opts.overlap), pa.int32())))
         columns.append(self._mentions(tokenized, n_tokens, token_start, char_start, char_end, vocab))
         return split, str(article.page_id), pa.RecordBatch.from_arrays(columns, schema=self.schema)
 
@@ -194,6 +194,11 @@ def _picker(positions: list[int]):
     if len(positions) > 1:
         return operator.itemgetter(*positions)
     return lambda values: [values[p] for p in positions]
+
+
+def _as_int32(ids: np.ndarray) -> np.ndarray:
+    """Token ids as int32: tiktoken's uint32 ids (< 2**31) viewed as they are, others converted."""
+    return ids.view(np.int32) if ids.dtype == np.uint32 else ids.astype(np.int32)
 
 
 def _window_tokens(ids: np.ndarray, token_start: np.ndarray, window: int, overlap: int) -> np.ndarray:

@@ -22,7 +22,8 @@ from schemas import UNK_ENTITY_ID, passage_schema
 from schemas.corpus import MENTION_TYPE
 from wikiedm.tokenizer import TokenBounds, load_encoder, tokenize_mention_arrays
 
-_ENTITY, _SOURCE, _SURFACE = (operator.attrgetter(name) for name in ("entity", "source", "surface"))
+_STRINGS = operator.attrgetter("entity", "source", "surface")
+_MENTION_FIELDS = list(MENTION_TYPE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,13 +129,12 @@ class ChunkWindowsFn(CountingDoFn):
         if not inside.all():
             k, i, m_start, m_end = k[inside], i[inside], m_start[inside], m_end[inside]
             placed = WindowMentions(k, i, placed.token_start[inside], placed.token_end[inside])
-        given = tokenized.given
-        at = tokenized.kept[i]  # each placed mention's position in ``given``
-        placed_of = _picker(at.tolist())
-        entities = list(map(_ENTITY, given))
-        entity_ids = np.fromiter(map(vocab.get, entities, repeat(UNK_ENTITY_ID)), np.int32, len(entities))[at]
+        at = tokenized.kept[i]  # each placed mention's position in the mentions as given
+        # Each placed mention's (entity, source, surface), read in one pass over the mentions as given.
+        strings = _picker(at.tolist())(list(map(_STRINGS, tokenized.given)))
+        entities, sources, surfaces = zip(*strings) if len(strings) else ((), (), ())
+        entity_ids = np.fromiter(map(vocab.get, entities, repeat(UNK_ENTITY_ID)), np.int32, len(entities))
         self.count("passage_mentions/outside_vocab", int(np.count_nonzero(entity_ids == UNK_ENTITY_ID)))
-        sources = placed_of(list(map(_SOURCE, given)))
         for source, n in Counter(sources).items():
             self.count(f"passage_mentions/{source}", n)
         window_of_start = char_start[k]
@@ -143,13 +143,13 @@ class ChunkWindowsFn(CountingDoFn):
                 _numbers(placed.token_start.astype(np.int32), pa.int32()),
                 _numbers(placed.token_end.astype(np.int32), pa.int32()),
                 _numbers(entity_ids, pa.int32()),
-                pa.array(placed_of(entities), pa.string()),
+                pa.array(entities, pa.string()),
                 pa.array(sources, pa.string()),
-                pa.array(placed_of(list(map(_SURFACE, given))), pa.string()),
+                pa.array(surfaces, pa.string()),
                 _numbers((m_start - window_of_start).astype(np.int32), pa.int32()),
                 _numbers((m_end - window_of_start).astype(np.int32), pa.int32()),
             ],
-            fields=list(MENTION_TYPE),
+            fields=_MENTION_FIELDS,
         )
         offsets = np.zeros(n_windows + 1, dtype=np.int32)
         np.cumsum(np.bincount(k, minlength=n_windows), out=offsets[1:])

@@ -886,9 +886,9 @@ class _PageTokens:
     def _made(cls, folded: str, token_re: re.Pattern) -> "tuple[_PageTokens, str | None]":
         """:meth:`of`, and the distinct tokens joined by spaces when it made them (:func:`_loose_forms` reads
         them too)."""
-        # Without a character of an unspaced script (most pages), the plain pattern splits the same way, faster.
-        # Every character but a space is in one of its tokens: the page's distinct tokens (a third of its text)
-        # are searched for one, not the whole text.
+        # Without a character of an unspaced script (most pages), the plain pattern splits the same way, and
+        # _whole_word_tokens splits as it does, faster. Every character but a space is in one of its tokens: the
+        # page's distinct tokens (a third of its text) are searched for one, not the whole text.
         plain = token_re is _TOKENS_SPLITTING_UNSPACED or token_re is _TOKENS_WHOLE_WORDS
         tokens = _whole_word_tokens(folded) if plain else token_re.findall(folded)
         present = set(tokens)

@@ -571,3 +571,41 @@ def test_has_letter_is_any_character_of_a_unicode_letter_category():
     assert [cp for cp in range(sys.maxunicode + 1)
             if _has_letter(chr(cp)) != unicodedata.category(chr(cp)).startswith("L")] == []
     assert _has_letter("1990 é") and not _has_letter("3:16 ²")
+
+
+def test_whole_word_tokens_equal_the_token_pattern_for_every_code_point():
+    """The page's tokens are cut by split/join in C; they must be the pattern's, character for character."""
+    import sys
+
+    from pipelines.corpus.labels import _TOKENS_WHOLE_WORDS, _whole_word_tokens
+
+    chars = [chr(cp) for cp in range(sys.maxunicode + 1) if not 0xD800 <= cp < 0xE000]
+    for i in range(0, len(chars), 1 << 16):  # tokens are local: one text per block of code points
+        text = " ".join(f"a{c}b {c}x  {c}{c}s\u00a0{c}" for c in chars[i:i + (1 << 16)])
+        assert _whole_word_tokens(text) == _TOKENS_WHOLE_WORDS.findall(text), hex(i)
+    assert _whole_word_tokens("") == [] and _whole_word_tokens(" \n\t") == []
+
+
+def test_loose_forms_lower_the_first_letter_and_cut_plural_endings():
+    """Against the rule written plainly, on tokens starting with every character lower() changes (it may
+    lengthen one) and every ASCII one."""
+    import sys
+
+    from pipelines.corpus.labels import ALIAS_FIRST_LETTER_CASE, ALIAS_PLURAL_EN, _loose_forms
+
+    def plainly(tokens, rules):
+        forms = {t[:1].lower() + t[1:] for t in tokens}
+        if ALIAS_PLURAL_EN in rules:
+            forms |= {f[:-1] for f in forms if f.endswith("s")} | {f[:-2] for f in forms if f.endswith("es")} \
+                | {f[:-3] + "y" for f in forms if f.endswith("ies")}
+        return forms
+
+    starts = [chr(cp) for cp in range(sys.maxunicode + 1)
+              if (cp < 128 or chr(cp).lower() != chr(cp)) and not chr(cp).isspace()]
+    assert len(starts) > 1000
+    tokens = {t for c in starts for t in (c, c + "s", c + "es", c + "ies", c + "x")} | {"s", "es", "ies", "İs"}
+    for rules in ((ALIAS_FIRST_LETTER_CASE,), (ALIAS_FIRST_LETTER_CASE, ALIAS_PLURAL_EN)):
+        assert _loose_forms(tokens, rules) == plainly(tokens, rules)
+    assert _loose_forms({"Paris", "Cities", "boxes"}, (ALIAS_PLURAL_EN,)) == {
+        "paris", "pari", "cities", "citie", "citi", "city", "boxes", "boxe", "box"}
+    assert _loose_forms(set(), (ALIAS_PLURAL_EN,)) == set()

@@ -66,7 +66,6 @@ from __future__ import annotations
 
 import bisect
 import functools
-import itertools
 import operator
 import re
 import unicodedata
@@ -480,9 +479,9 @@ def prepare_page(text: str, config: LabelConfig) -> PreparedPage | None:
         return None
     folded = _fold(text, config.case_sensitive)
     token_re = _TOKENS_SPLITTING_UNSPACED if config.match_unspaced_scripts else _TOKENS_WHOLE_WORDS
-    present = _PageTokens.of(folded, token_re)
+    present, joined = _PageTokens._made(folded, token_re)
     rules = config.variant_rules
-    loose = _loose_forms(present.present, rules) if rules else None
+    loose = _loose_forms(present.present, rules, joined) if rules else None
     if loose is not None:
         present.adjacent.update(loose)  # the gate keys' third kind (see _PageTokens.adjacent)
     return PreparedPage(folded, present, loose)
@@ -757,25 +756,31 @@ def _entities_of(target: "_Target") -> tuple[str, ...]:
     return (target.entity,) + tuple(entity for _start, entity, _source in target.by_position)
 
 
-def _loose_forms(tokens: set[str], rules: tuple[str, ...]) -> set[str]:
+def _loose_forms(tokens: set[str], rules: tuple[str, ...], joined: str | None = None) -> set[str]:
     """Forms of the page's tokens under which a variant's first token meets its alias's: first letter
-    lower-cased (case rule), an English plural ending removed (plural rule)."""
-    # Most tokens start with a character that lower() leaves alone (a lower-case letter, a digit, punctuation):
-    # those are picked in C (tokens are never empty), and only the others are rebuilt.
-    firsts = list(map(_FIRST_CHAR, tokens))
-    lowered = list(map(operator.ne, map(str.lower, firsts), firsts))
-    forms = set(itertools.compress(tokens, map(operator.not_, lowered)))
-    forms.update([token[:1].lower() + token[1:] for token in itertools.compress(tokens, lowered)])
+    lower-cased (case rule), an English plural ending removed (plural rule). ``joined``: the tokens joined
+    by spaces, when the caller has them."""
+    if not tokens:
+        return set()
+    # All in C on the tokens joined by spaces (a token holds none): the first character of each token that
+    # may change is cut out (a superset of those lower() changes: lowering the others keeps them), lowered,
+    # and put back; then the plural stems are found in the lowered text.
+    parts = _LOWERABLE_FIRST.split(" " + (" ".join(tokens) if joined is None else joined))
+    parts[1::2] = map(str.lower, parts[1::2])
+    lowered = "".join(parts)
+    forms = set(lowered[1:].split(" "))
     if ALIAS_PLURAL_EN in rules:
-        plurals = list(itertools.compress(forms, map("s".__eq__, map(_LAST_CHAR, forms))))
-        forms.update([token[:-1] for token in plurals])
-        plurals = [token for token in plurals if token.endswith("es")]
-        forms.update([token[:-2] for token in plurals])
-        forms.update([token[:-3] + "y" for token in plurals if token.endswith("ies")])
+        stems = _PLURAL_STEM.findall(lowered)  # the forms ending in "s", without it
+        forms.update(stems)
+        stems = [stem[:-1] for stem in stems if stem.endswith("e")]
+        forms.update(stems)
+        forms.update([stem[:-1] + "y" for stem in stems if stem.endswith("i")])
     return forms
 
 
-_FIRST_CHAR, _LAST_CHAR = operator.itemgetter(0), operator.itemgetter(-1)
+# The first character of a token with the space before it, unless it is one that lower() keeps for sure.
+_LOWERABLE_FIRST = re.compile(r"( [^a-z0-9 ])")
+_PLURAL_STEM = re.compile(r" ([^ ]*)s(?![^ ])")
 
 
 def _page_anchors(folded: str, hyperlinks: Sequence[Mention]) -> dict[str, list[tuple[int, str]]]:
@@ -875,21 +880,30 @@ class _PageTokens:
 
     @classmethod
     def of(cls, folded: str, token_re: re.Pattern) -> "_PageTokens":
-        # Without a character of an unspaced script (most pages), the plain pattern splits the same way, faster.
-        # Every character but a space is in one of its tokens: the page's distinct tokens (a third of its text)
-        # are searched for one, not the whole text.
+        return cls._made(folded, token_re)[0]
+
+    @classmethod
+    def _made(cls, folded: str, token_re: re.Pattern) -> "tuple[_PageTokens, str | None]":
+        """:meth:`of`, and the distinct tokens joined by spaces when it made them (:func:`_loose_forms` reads
+        them too)."""
+        # Without a character of an unspaced script (most pages), the plain pattern splits the same way, and
+        # _whole_word_tokens splits as it does, faster. Every character but a space is in one of its tokens: the
+        # page's distinct tokens (a third of its text) are searched for one, not the whole text.
         plain = token_re is _TOKENS_SPLITTING_UNSPACED or token_re is _TOKENS_WHOLE_WORDS
-        tokens = (_TOKENS_WHOLE_WORDS if plain else token_re).findall(folded)
+        tokens = _whole_word_tokens(folded) if plain else token_re.findall(folded)
         present = set(tokens)
-        if (plain and token_re is _TOKENS_SPLITTING_UNSPACED and not folded.isascii()
-                and _UNSPACED_CHAR.search("".join(present)) is not None):
-            tokens = token_re.findall(folded)
-            present = set(tokens)
+        joined = None
+        if plain and token_re is _TOKENS_SPLITTING_UNSPACED and not folded.isascii():
+            joined = " ".join(present)
+            if _UNSPACED_CHAR.search(joined) is not None:
+                tokens = token_re.findall(folded)
+                present = set(tokens)
+                joined = None
         # A pair is one string, not a tuple: a page has thousands of them, and strings give the garbage
         # collector nothing to track (tuples made it a good part of the labeller's time).
         adjacent = set(map(_PAIR, zip(tokens, tokens[1:])))
         adjacent.update(present)
-        return cls(present, adjacent, token_re, _word_shapes(token_re))
+        return cls(present, adjacent, token_re, _word_shapes(token_re)), joined
 
     def in_a_row(self, folded_alias: str, inner_only: bool = False) -> bool:
         """Are the alias's tokens adjacent pairs of the page (its first token checked by the caller)?
@@ -931,6 +945,16 @@ class _PageTokens:
 
 
 _PAIR = " ".join
+_PUNCTUATION = re.compile(r"([^\w\s])")
+
+
+def _whole_word_tokens(text: str) -> list[str]:
+    """``_TOKENS_WHOLE_WORDS.findall(text)``, in a third less time: each character that is neither a word
+    character nor a space is cut out as its own token, and the rest split at spaces (str.split's spaces are
+    the pattern's \\s, both Py_UNICODE_ISSPACE), all in C with no per-token match."""
+    return " ".join(_PUNCTUATION.split(text)).split()
+
+
 _CACHE_MAX = 1 << 16  # entries of each per-config cache below (~15 MB each when full): most words come from the shapes the store hands over
 _WORD_SHAPES: dict[re.Pattern, dict[str, tuple[str | None, tuple[str, ...]]]] = {}
 

@@ -237,25 +237,24 @@ class Gpt2BpeEncoder:
         self._white_space = np.zeros(1 << 16, dtype=bool)  # UTF-16 code unit -> is \s (all are in the BMP)
         self._white_space[[ord(c) for c in WHITE_SPACE]] = True
         self._byte_len = np.array([len(b) for b in token_bytes], dtype=np.int64)
-        self._lead_spaces = np.array([len(b) - len(b.lstrip(b" ")) for b in token_bytes], dtype=np.int64)
+        self._white_space_chars = frozenset(WHITE_SPACE)
+        # Everything tokenising reads of a token, in one int64 word per id (_TokenWord's bytes): one gather
+        # per text instead of one per property, from a table a fifth of their size (it stays in cache).
+        lead_spaces = np.array([len(b) - len(b.lstrip(b" ")) for b in token_bytes], dtype=np.int64)
+        trail_spaces = np.array([len(b) - len(b.rstrip(b" ")) for b in token_bytes], dtype=np.int64)
         # UTF-8: the bytes of a token that start a character (not 10xxxxxx), and whether its first byte does.
-        self._char_starts = np.array([sum((c & 0xC0) != 0x80 for c in b) for b in token_bytes], dtype=np.int64)
-        self._opens_char = np.array([bool(b) and (b[0] & 0xC0) != 0x80 for b in token_bytes], dtype=bool)
-        self._trail_spaces = np.array([len(b) - len(b.rstrip(b" ")) for b in token_bytes], dtype=np.int64)
+        char_starts = np.array([sum((c & 0xC0) != 0x80 for c in b) for b in token_bytes], dtype=np.int64)
+        opens_char = np.array([bool(b) and (b[0] & 0xC0) != 0x80 for b in token_bytes], dtype=bool)
         # For finding the ends of whitespace runs in a text's tokens (_space_run_before_text_in_tokens): tokens
         # made only of bytes that whitespace characters are written with, and tokens that open a character
         # that is not ASCII whitespace.
         space_bytes = frozenset("".join(WHITE_SPACE).encode("utf-8"))
-        self._space_bytes_only = np.array([bool(b) and all(c in space_bytes for c in b) for b in token_bytes],
-                                          dtype=bool)
-        self._opens_other_char = self._opens_char & np.array([not b or b[0] not in b"\t\n\x0b\x0c\r "
-                                                              for b in token_bytes], dtype=bool)
-        self._white_space_chars = frozenset(WHITE_SPACE)
-        # Everything tokenising reads of a token, in one int64 word per id (_TokenWord's bytes): one gather
-        # per text instead of one per property, from a table a fifth of their size (it stays in cache).
-        not_opens = 1 - self._opens_char.astype(np.int64)
-        columns = (self._byte_len, self._lead_spaces, self._trail_spaces, self._char_starts, not_opens,
-                   self._space_bytes_only, self._opens_other_char, self._lead_spaces - not_opens)
+        space_bytes_only = np.array([bool(b) and all(c in space_bytes for c in b) for b in token_bytes], dtype=bool)
+        opens_other_char = opens_char & np.array([not b or b[0] not in b"\t\n\x0b\x0c\r " for b in token_bytes],
+                                                 dtype=bool)
+        not_opens = 1 - opens_char.astype(np.int64)
+        columns = (self._byte_len, lead_spaces, trail_spaces, char_starts, not_opens,
+                   space_bytes_only, opens_other_char, lead_spaces - not_opens)
         if any(int(c.max()) > 255 or int(c.min()) < -1 for c in columns):  # pragma: no cover - GPT-2's are small
             raise ValueError("a token property does not fit a byte")
         words = np.zeros((len(token_bytes), 8), dtype=np.uint8)

@@ -102,13 +102,12 @@ def worker(a) -> None:
     import torch.distributed as dist
 
     from trainer.config import Config
-    from trainer.jit_ops import prebuild_deepspeed_comm_op
+    from trainer.jit_ops import init_distributed
     from trainer.model import EDMem, EDMemSpec
     from trainer.pretrain import deepspeed_config, lr_lambda, param_groups
 
     torch.set_num_threads(1)
-    prebuild_deepspeed_comm_op()  # never waits on a build lock left by a killed process
-    deepspeed.init_distributed()
+    init_distributed()
     rank, world = dist.get_rank(), dist.get_world_size()
     cfg = Config()
     m = cfg.model

@@ -95,6 +95,43 @@ def prebuild_deepspeed_comm_op() -> None:
             fcntl.flock(guard, fcntl.LOCK_UN)
 
 
+def shm_buffer_paths(rank: int | None = None, master_addr: str | None = None,
+                     master_port: str | None = None) -> list[Path]:
+    """The files of DeepSpeed's shared-memory allreduce buffers (one per rank, ~69 MB each) of this user for a
+    run's MASTER_ADDR and MASTER_PORT (this process's, unless given): one rank's, or all ranks'."""
+    import glob
+
+    addr = master_addr if master_addr is not None else os.environ.get("MASTER_ADDR", "")
+    port = master_port if master_port is not None else os.environ.get("MASTER_PORT", "")
+    prefix = os.path.join(_SHM_DIR, f"{_SHM_BUFFER}_{os.getuid()}_{addr}_{port}_")
+    if rank is not None:
+        return [Path(prefix + str(rank))] if os.path.exists(prefix + str(rank)) else []
+    return [Path(p) for p in glob.glob(glob.escape(prefix) + "*") if p[len(prefix):].isdigit()]
+
+
+def init_distributed() -> None:
+    """``deepspeed.init_distributed()`` with its comm op built under a lock (:func:`prebuild_deepspeed_comm_op`) and
+    its shared-memory buffers not left behind.
+
+    When every rank runs on this machine (the launcher sets LOCAL_SIZE), DeepSpeed's CPU comm op creates one
+    allreduce buffer per rank in /dev/shm (~69 MB of RAM each) and never unlinks it: every run would leave its
+    buffers in memory until the machine restarts (a run of the test suite left ~2 GB). Once every rank has mapped
+    every buffer (init_distributed returned on all: a barrier), each rank unlinks its own: the mappings stay valid
+    until the ranks exit, and the memory is given back however they exit."""
+    import deepspeed
+    import torch.distributed as dist
+
+    prebuild_deepspeed_comm_op()  # never waits on a build lock left by a killed process
+    deepspeed.init_distributed()
+    dist.barrier()
+    for path in shm_buffer_paths(dist.get_rank()):
+        path.unlink(missing_ok=True)
+
+
+_SHM_DIR = "/dev/shm"  # where Linux keeps shm_open's names
+_SHM_BUFFER = "deepspeed_allreduce_buffer"  # DeepSpeed's name: <this>_<uid>_<MASTER_ADDR>_<MASTER_PORT>_<rank>
+
+
 def main() -> None:  # `python -m trainer.jit_ops`: build ahead of time (make venv does)
     logging.basicConfig(level=logging.INFO)
     prebuild_deepspeed_comm_op()

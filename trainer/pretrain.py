@@ -38,7 +38,7 @@ from trainer.data import (
     prefetch,
     validation_batches,
 )
-from trainer.jit_ops import prebuild_deepspeed_comm_op
+from trainer.jit_ops import init_distributed
 from trainer.launch import launcher_command, run_launcher
 from trainer.memory import zero_table_traffic_bytes
 from trainer.metrics import (
@@ -189,8 +189,7 @@ def train(argv: list[str] | None = None) -> None:
     if "RANK" not in os.environ:  # plain `python -m trainer.pretrain`: a world of one
         os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
                           MASTER_PORT=os.environ.get("MASTER_PORT", "29511"))
-    prebuild_deepspeed_comm_op()  # never waits on a build lock left by a killed process
-    deepspeed.init_distributed()
+    init_distributed()  # DeepSpeed's, without waiting on a dead build's lock or leaving its buffers in /dev/shm
     rank, world_size = dist.get_rank(), dist.get_world_size()
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
     device = torch.device("cuda", local_rank) if torch.cuda.is_available() else torch.device("cpu")

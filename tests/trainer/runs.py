@@ -29,6 +29,7 @@ import sys
 import time
 from pathlib import Path
 
+from trainer.jit_ops import shm_buffer_paths
 from trainer.metrics import read_metrics
 
 REPO = Path(__file__).resolve().parents[2]
@@ -67,6 +68,9 @@ def run(corpus: Path, run_dir: Path, ranks: int, *overrides: str) -> Path:
         f.write(result.stdout + result.stderr)
     if result.returncode != 0:
         raise AssertionError(f"{' '.join(cmd)} failed ({result.returncode}):\n{(result.stdout + result.stderr)[-6000:]}")
+    # DeepSpeed's CPU comm op gives each local rank a ~69 MB buffer in /dev/shm and never removes it; the trainer does.
+    left = shm_buffer_paths(master_addr="127.0.0.1", master_port=env["MASTER_PORT"])  # the launcher's address
+    assert not left, f"shared-memory buffers left behind: {left}"
     return run_dir
 
 

@@ -644,3 +644,22 @@ def test_loose_forms_lower_the_first_letter_and_cut_plural_endings():
     assert _loose_forms({"Paris", "Cities", "boxes"}, (ALIAS_PLURAL_EN,)) == {
         "paris", "pari", "cities", "citie", "citi", "city", "boxes", "boxe", "box"}
     assert _loose_forms(set(), (ALIAS_PLURAL_EN,)) == set()
+
+
+@pytest.mark.parametrize("text", ["abcd efg", "abcd efgh", "abcd efg abcd", "x"])
+def test_occurrence_keys_read_back_and_sort_variants_last_then_longest_then_leftmost(text):
+    """_find_occurrences packs (is a variant, length, start) into one int; the greedy pass reads them back and
+    relies on their order. Texts of length 8 and 9 (a power of two and one past it) and a match of the whole text."""
+    from pipelines.corpus.labels import _alias_automaton, _find_occurrences, _occurrence, _Target
+
+    words = text.split()
+    targets = {w: _Target("E", "same_page_alias") for w in [text, *words[:1]]}
+    variants = {w: _Target("V", "alias_plural_en") for w in words[1:] if w not in targets}
+    keys = _find_occurrences(text, _alias_automaton(targets, None, variants), True)
+    got = [_occurrence(key, len(text)) for key in sorted(keys)]
+    expected = sorted(((text[s:e] in variants, s, e) for w in {*targets, *variants}
+                       for s in range(len(text)) if text.startswith(w, s) for e in [s + len(w)]
+                       if (s == 0 or text[s - 1] == " ") and (e == len(text) or text[e] == " ")),
+                      key=lambda o: (o[0], o[1] - o[2], o[1]))
+    assert got == expected and expected
+    assert (True, 5, 8) in got or "efg" not in variants

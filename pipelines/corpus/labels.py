@@ -536,7 +536,7 @@ def label_page(
     if automaton is None:
         return []  # nothing the page can hold
     occurrences = _find_occurrences(folded, automaton, config.match_unspaced_scripts)
-    n = len(text)
+    n = len(text)  # that of folded too: folding keeps lengths
     occupied = bytearray(n)
     for link in hyperlinks:
         start, end = link.start, link.end
@@ -549,14 +549,16 @@ def label_page(
     labels = []
     # Exact aliases first, then variants (so the exact rules' labels are the same with or without
     # them); within each, longest first, then leftmost: greedy, never overlapping links or labels.
-    # (is a variant, -length, start) is unique per occurrence (one target per folded text), so
-    # sorting these tuples never compares the targets: _label_order's order, without a key call each.
-    variant_sources = _VARIANT_SET
-    order = sorted([(target.source in variant_sources, start - end, start, end, target)
-                    for start, end, target in occurrences])
-    for _variant, _length, start, end, target in order:
+    # The occurrences' keys (_find_occurrences) sort in that order; the target of one is that of its text.
+    occurrences.sort()
+    shift = n.bit_length()
+    mask = (1 << shift) - 1
+    for key in occurrences:
+        start = key & mask
+        end = start + n - ((key >> shift) & mask)
         if occupied.find(1, start, end) != -1:
             continue
+        target = (variants if key >> shift >> shift else targets)[folded[start:end]]
         if target.source == SAME_PAGE_NUMBER and not _whole_number(text, start, end):
             continue
         occupied[start:end] = b"\x01" * (end - start)
@@ -564,9 +566,6 @@ def label_page(
         labels.append(Mention(start, end, text[start:end], entity, source))
     labels.sort(key=_mention_start)
     return labels
-
-
-_VARIANT_SET = frozenset(VARIANT_SOURCES)
 
 
 # --------------------------------------------------------------------------- variant rules
@@ -1221,30 +1220,32 @@ def _pick_entity(entities: dict[str, _EntityEvidence], policy: str) -> str | Non
 def _alias_automaton(targets: dict[str, _Target], present: _PageTokens | None = None,
                      variants: dict[str, _Target] | None = None,
                      forms: dict[str, int] | None = None) -> "ahocorasick.Automaton | None":
-    """An Aho-Corasick automaton of the page's folded aliases; each hit gives (length, target).
+    """An Aho-Corasick automaton of the page's folded aliases; each hit gives 2 * length + (1 for a variant, 0
+    for an alias): ints, which the garbage collector does not track (a tuple per word and per hit made a good
+    part of the labeller's time, in collections).
 
     With ``present`` (the page's tokens), only the aliases that may occur there
     (:meth:`_PageTokens.may_hold`; some are targets for their variants only); ``variants`` are
     added as they are (:func:`_variant_targets` checked them). ``forms``: :meth:`_PageTokens.forms` of the
     aliases that have it, whose :data:`_EXACT` bit is their may_hold. None when no word is left."""
-    automaton = ahocorasick.Automaton()
+    automaton = ahocorasick.Automaton(ahocorasick.STORE_INTS)
     known = forms if forms is not None else {}
-    for alias, target in targets.items():
+    for alias in targets:
         alias_forms = known.get(alias)
         if present is None or (present.may_hold(alias) if alias_forms is None else alias_forms & _EXACT):
-            automaton.add_word(alias, (len(alias), target))
-    for text, target in (variants or {}).items():
-        automaton.add_word(text, (len(text), target))
+            automaton.add_word(alias, 2 * len(alias))
+    for text in variants or ():
+        automaton.add_word(text, 2 * len(text) + 1)
     if not len(automaton):
         return None
     automaton.make_automaton()
     return automaton
 
 
-def _find_occurrences(
-    folded: str, automaton: "ahocorasick.Automaton | None", split_unspaced: bool
-) -> list[tuple[int, int, _Target]]:
-    """Every whole-word occurrence (start, end, target) of every alias.
+def _find_occurrences(folded: str, automaton: "ahocorasick.Automaton | None", split_unspaced: bool) -> list[int]:
+    """Every whole-word occurrence of every alias (:func:`_alias_automaton`), as one int each, a key that sorts
+    as (is a variant, -length, start) does: ((is a variant << b) + len(folded) - length << b) + start, b the bit
+    length of len(folded) (:func:`_occurrence` reads it back). Unique: one text per (length, start).
 
     The automaton reports every occurrence, overlapping ones included; those
     that continue a word at either end are dropped. None (no words): none.
@@ -1253,15 +1254,25 @@ def _find_occurrences(
     if automaton is None:
         return found
     n = len(folded)
+    shift = n.bit_length()
     joins, separator = _joins, _ASCII_NON_WORD
-    for last, (length, target) in automaton.iter(folded):
+    for last, word in automaton.iter(folded):
+        length = word >> 1
         start, end = last + 1 - length, last + 1
         if start and (before := folded[start - 1]) not in separator and joins(before, folded[start], split_unspaced):
             continue
         if end < n and (after := folded[end]) not in separator and joins(folded[last], after, split_unspaced):
             continue
-        found.append((start, end, target))
+        found.append((((word & 1) << shift | n - length) << shift) | start)
     return found
+
+
+def _occurrence(key: int, n: int) -> tuple[bool, int, int]:
+    """(is a variant, start, end) of a :func:`_find_occurrences` key in a text of length ``n``."""
+    shift = n.bit_length()
+    mask = (1 << shift) - 1
+    start = key & mask
+    return bool(key >> shift >> shift), start, start + n - ((key >> shift) & mask)
 
 
 def _is_word_char(ch: str) -> bool:

@@ -501,8 +501,9 @@ def test_adjacent_token_filter_never_loses_a_label(words, aliases, joiners, unsp
     gated = [(entity, origins, tuple(a for a in aliases if page.may_admit(labels_module.alias_gate(a))))
              for entity, origins, aliases in labels_module._packed(cands, cfg)]
     assert labels_module.label_page(text, [], gated, cfg, page) == filtered
-    # Every alias past the first-token test, and every alias and variant into the automaton.
-    with mock.patch.object(labels_module._PageTokens, "admits", lambda self, *args: True), \
+    # Every alias past the first-token test, and every alias and variant into the automaton (forms: the alias
+    # and its variants may all occur, so none is skipped by the automaton or the variant rules either).
+    with mock.patch.object(labels_module._PageTokens, "forms", lambda self, *args: 3), \
             mock.patch.object(labels_module._PageTokens, "may_hold", lambda self, word: True):
         unfiltered = label_missing_mentions(text, [], cands, cfg)
     assert spans(filtered) == spans(unfiltered)
@@ -534,6 +535,40 @@ def test_variant_filter_checks_the_last_pair_of_each_variant():
     assert page.admits(True, shape("one cities"), variants=True, possessive=False)  # "one city"
     assert not page.admits(True, shape("one town"), variants=True, possessive=False)
     assert shape("Paris's")[4] is None  # its possessive base is one token: no pair to check
+
+
+def test_forms_tell_the_alias_from_its_variants_and_neither_shortcut_loses_a_label():
+    """_PageTokens.forms says apart whether an alias itself and whether one of its variants may occur in the page:
+    the automaton skips aliases only their variants may hold, and _variant_targets skips the variants of aliases
+    none of whose variants may. An alias whose exact form fails but a variant holds is still labelled (through
+    the variant), and one whose exact form holds still gets its variants."""
+    import dataclasses
+
+    from pipelines.corpus.labels import _EXACT, _TOKENS_SPLITTING_UNSPACED, _VARIED, _alias_shape, prepare_page
+
+    cfg = LabelConfig.for_language("en", min_alias_chars=1)
+    text = ("The dwarf rootstock was new. Red rootstocks are old. Some dwarf rootstocks, said John Smith, "
+            "were in Paris 2 and John Smith's garden.")
+    page = prepare_page(text, cfg).present
+    forms = lambda alias, first_in_page=True: page.forms(  # noqa: E731
+        first_in_page, _alias_shape(alias, True, _TOKENS_SPLITTING_UNSPACED), True, True)
+    assert forms("dwarf rootstock") == _EXACT | _VARIED  # both it and its plural are in the page
+    assert forms("red rootstock") == _VARIED  # only its plural "Red rootstocks" (case and number) is
+    assert forms("Paris 2") == _EXACT  # no variant's last pair is in the page
+    assert forms("John Smith's") == _EXACT | _VARIED
+    assert forms("Jane Doe's") == 0
+    assert forms("Smith John") == 0
+    cands = [linked(alias, entity) for alias, entity in
+             [("dwarf rootstock", "Dwarf"), ("red rootstock", "Red"), ("Paris 2", "Paris"), ("Smith's", "Smith")]]
+    got = [(m.surface, m.entity, m.source) for m in label_missing_mentions(text, [], cands, cfg)]
+    assert got == [("dwarf rootstock", "Dwarf", "same_page_alias"), ("Red rootstocks", "Red", "alias_plural_en"),
+                   ("dwarf rootstocks", "Dwarf", "alias_plural_en"), ("Smith", "Smith", "alias_possessive_en"),
+                   ("Paris 2", "Paris", "same_page_alias"), ("Smith's", "Smith", "same_page_alias")]
+    # Without the variant rules the exact labels are the same.
+    plain = dataclasses.replace(cfg, label_case_variants=False, label_plural_variants=False,
+                                label_possessive_variants=False)
+    assert [(m.surface, m.source) for m in label_missing_mentions(text, [], cands, plain)] == [
+        ("dwarf rootstock", "same_page_alias"), ("Paris 2", "same_page_alias"), ("Smith's", "same_page_alias")]
 
 
 def test_variant_labels_do_not_depend_on_the_order_candidates_arrive_in():
@@ -609,3 +644,22 @@ def test_loose_forms_lower_the_first_letter_and_cut_plural_endings():
     assert _loose_forms({"Paris", "Cities", "boxes"}, (ALIAS_PLURAL_EN,)) == {
         "paris", "pari", "cities", "citie", "citi", "city", "boxes", "boxe", "box"}
     assert _loose_forms(set(), (ALIAS_PLURAL_EN,)) == set()
+
+
+@pytest.mark.parametrize("text", ["abcd efg", "abcd efgh", "abcd efg abcd", "x"])
+def test_occurrence_keys_read_back_and_sort_variants_last_then_longest_then_leftmost(text):
+    """_find_occurrences packs (is a variant, length, start) into one int; the greedy pass reads them back and
+    relies on their order. Texts of length 8 and 9 (a power of two and one past it) and a match of the whole text."""
+    from pipelines.corpus.labels import _alias_automaton, _find_occurrences, _occurrence, _Target
+
+    words = text.split()
+    targets = {w: _Target("E", "same_page_alias") for w in [text, *words[:1]]}
+    variants = {w: _Target("V", "alias_plural_en") for w in words[1:] if w not in targets}
+    keys = _find_occurrences(text, _alias_automaton(targets, None, variants), True)
+    got = [_occurrence(key, len(text)) for key in sorted(keys)]
+    expected = sorted(((text[s:e] in variants, s, e) for w in {*targets, *variants}
+                       for s in range(len(text)) if text.startswith(w, s) for e in [s + len(w)]
+                       if (s == 0 or text[s - 1] == " ") and (e == len(text) or text[e] == " ")),
+                      key=lambda o: (o[0], o[1] - o[2], o[1]))
+    assert got == expected and expected
+    assert (True, 5, 8) in got or "efg" not in variants

@@ -126,7 +126,10 @@ def assert_same(text, links, cands, config):
     if targets:  # and the raw occurrence sets, before the greedy pass
         folded = L._fold(text, config.case_sensitive)
         split = config.match_unspaced_scripts
-        got = L._find_occurrences(folded, L._alias_automaton(targets), split)
+        keys = L._find_occurrences(folded, L._alias_automaton(targets), split)
+        got = [(start, end, targets[folded[start:end]]) for variant, start, end in
+               (L._occurrence(key, len(folded)) for key in keys) if not variant]
+        assert len(got) == len(keys)
         assert sorted(got, key=_key) == sorted(_reference_occurrences(folded, targets, split), key=_key)
     return new
 

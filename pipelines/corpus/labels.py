@@ -524,17 +524,19 @@ def label_page(
     folded, present, loose = page.folded, page.present, page.loose
     rules = config.variant_rules
     anchors = _page_anchors(folded, hyperlinks)
-    targets = _resolve_targets(entities, present, config, anchors, loose)
+    forms: dict[str, int] = {}
+    targets = _resolve_targets(entities, present, config, anchors, loose, forms)
     if config.label_numbers and config.require_letter:
         _add_number_targets(targets, anchors, config)
-    variants = _variant_targets(targets, rules, config, _positional_capitals(folded, anchors), present) if rules else {}
+    variants = (_variant_targets(targets, rules, config, _positional_capitals(folded, anchors), present, forms)
+                if rules else {})
     if not targets:
         return []
-    automaton = _alias_automaton(targets, present, variants)
+    automaton = _alias_automaton(targets, present, variants, forms)
     if automaton is None:
         return []  # nothing the page can hold
     occurrences = _find_occurrences(folded, automaton, config.match_unspaced_scripts)
-    n = len(text)
+    n = len(text)  # that of folded too: folding keeps lengths
     occupied = bytearray(n)
     for link in hyperlinks:
         start, end = link.start, link.end
@@ -547,14 +549,16 @@ def label_page(
     labels = []
     # Exact aliases first, then variants (so the exact rules' labels are the same with or without
     # them); within each, longest first, then leftmost: greedy, never overlapping links or labels.
-    # (is a variant, -length, start) is unique per occurrence (one target per folded text), so
-    # sorting these tuples never compares the targets: _label_order's order, without a key call each.
-    variant_sources = _VARIANT_SET
-    order = sorted([(target.source in variant_sources, start - end, start, end, target)
-                    for start, end, target in occurrences])
-    for _variant, _length, start, end, target in order:
+    # The occurrences' keys (_find_occurrences) sort in that order; the target of one is that of its text.
+    occurrences.sort()
+    shift = n.bit_length()
+    mask = (1 << shift) - 1
+    for key in occurrences:
+        start = key & mask
+        end = start + n - ((key >> shift) & mask)
         if occupied.find(1, start, end) != -1:
             continue
+        target = (variants if key >> shift >> shift else targets)[folded[start:end]]
         if target.source == SAME_PAGE_NUMBER and not _whole_number(text, start, end):
             continue
         occupied[start:end] = b"\x01" * (end - start)
@@ -562,9 +566,6 @@ def label_page(
         labels.append(Mention(start, end, text[start:end], entity, source))
     labels.sort(key=_mention_start)
     return labels
-
-
-_VARIANT_SET = frozenset(VARIANT_SOURCES)
 
 
 # --------------------------------------------------------------------------- variant rules
@@ -678,7 +679,8 @@ def _variants(alias: str, rules: tuple[str, ...], lowerable: bool) -> list[tuple
 
 
 def _variant_targets(targets: dict[str, "_Target"], rules: tuple[str, ...], config: LabelConfig,
-                     lowerable: set[str], present: "_PageTokens | None" = None) -> dict[str, "_Target"]:
+                     lowerable: set[str], present: "_PageTokens | None" = None,
+                     forms: dict[str, int] | None = None) -> dict[str, "_Target"]:
     """Variant text -> the entity it labels, from the page's resolved aliases.
 
     A variant equal to an alias of the page is left to the exact rules; one that two aliases
@@ -686,7 +688,8 @@ def _variant_targets(targets: dict[str, "_Target"], rules: tuple[str, ...], conf
     aliases of the same entity produce keeps the source of the alphabetically first (deterministic
     on any runner: candidates reach the page in any order). With ``present`` (the page's tokens),
     variants that cannot occur in the page (:meth:`_PageTokens.may_hold`) are left out: they would
-    label nothing, and most variants are such."""
+    label nothing, and most variants are such. ``forms`` (:meth:`_PageTokens.forms` of the aliases that have
+    it): an alias without :data:`_VARIED` has no variant that may occur, and none is made."""
     variants: dict[str, _Target | None] = {}
     min_chars, stopwords = config.min_alias_chars, config.stopwords
     token_re = _TOKENS_SPLITTING_UNSPACED if config.match_unspaced_scripts else _TOKENS_WHOLE_WORDS
@@ -697,8 +700,8 @@ def _variant_targets(targets: dict[str, "_Target"], rules: tuple[str, ...], conf
     adjacent = present.adjacent if present is not None else None
     for alias in sorted(targets):  # by text, not by the order the page's candidates arrived in
         target = targets[alias]
-        if target.source == SAME_PAGE_NUMBER:
-            continue
+        if target.source == SAME_PAGE_NUMBER or (forms is not None and not forms.get(alias, _VARIED) & _VARIED):
+            continue  # (a variant that cannot occur would be skipped below: skipping all of them is the same)
         # A capital is lowered only where it says nothing: the entity's exact title (MediaWiki
         # capitalises every title on first-letter wikis; 'Time (magazine)' keeps 'Time') or an
         # anchor the page only links at sentence starts.
@@ -929,12 +932,19 @@ class _PageTokens:
         that one: :func:`_loose_forms`)? Its tokens must be in a row; with ``variants`` its inner
         tokens suffice (the variant rules change only the first and the last word) when one of its
         variants' last pairs is in the page too, with ``possessive`` also its possessive base's."""
+        return self.forms(exact_first, shape, variants, possessive) != 0
+
+    def forms(self, exact_first: bool, shape: "_AliasShape", variants: bool, possessive: bool) -> int:
+        """:meth:`admits`, told apart: :data:`_EXACT` when the alias itself may occur in the page (its
+        :meth:`may_hold`), plus :data:`_VARIED` when (with ``variants``) one of its variants may; 0: neither.
+        The automaton skips the first test and :func:`_variant_targets` the second for the aliases they fail."""
         _folded, pairs, inner, base_pairs, variant_ends = shape
         adjacent = self.adjacent
-        if exact_first:
-            return (adjacent.issuperset(pairs) or (variants and self._variant_may_hold(inner, variant_ends))
-                    or (possessive and base_pairs is not None and adjacent.issuperset(base_pairs)))
-        return variants and self._variant_may_hold(inner, variant_ends)
+        forms = _EXACT if exact_first and adjacent.issuperset(pairs) else 0
+        if variants and (self._variant_may_hold(inner, variant_ends) or (
+                exact_first and possessive and base_pairs is not None and adjacent.issuperset(base_pairs))):
+            forms |= _VARIED
+        return forms
 
     def _variant_may_hold(self, inner: tuple[str, ...], variant_ends: "tuple[str, ...] | None") -> bool:
         # A variant holds only where its last pair does: an alias "Paris 2" whose first word the page has
@@ -943,6 +953,10 @@ class _PageTokens:
         adjacent = self.adjacent
         return adjacent.issuperset(inner) and (variant_ends is None or not adjacent.isdisjoint(variant_ends))
 
+
+# The bits of _PageTokens.forms: the alias itself may occur in the page; one of its variants may.
+_EXACT = 1
+_VARIED = 2
 
 _PAIR = " ".join
 _PUNCTUATION = re.compile(r"([^\w\s])")
@@ -1086,14 +1100,15 @@ class _EntityEvidence:
 
 def _resolve_targets(entities, present: _PageTokens | None, config: LabelConfig,
                      anchors: dict[str, list[tuple[int, str]]] | None = None,
-                     loose: set[str] | None = None) -> dict[str, _Target]:
+                     loose: set[str] | None = None, forms: dict[str, int] | None = None) -> dict[str, _Target]:
     """Folded alias -> the one entity it labels, after switches and ambiguity.
 
     With ``present`` (the page's tokens), only aliases whose tokens occur there
     in a row are considered: the others cannot occur in the page as whole words.
     With ``loose`` (:func:`_loose_forms` of those tokens, when variant rules run),
     also those whose first token may occur as a variant and whose inner tokens
-    (the ones no variant rule changes) occur in a row.
+    (the ones no variant rule changes) occur in a row. ``forms`` (with ``present``) receives
+    each kept alias's :meth:`_PageTokens.forms`.
     """
     # Folded alias -> its one candidate entity's evidence (most aliases), or entity -> evidence.
     by_alias: dict[str, _EntityEvidence | dict[str, _EntityEvidence]] = {}
@@ -1102,7 +1117,8 @@ def _resolve_targets(entities, present: _PageTokens | None, config: LabelConfig,
     # The possessive rule cuts the alias's last two tokens ("'", "s"), which inner_only keeps.
     possessive = loose is not None and ALIAS_POSSESSIVE_EN in config.variant_rules
     page_tokens = present.present if present is not None else set()
-    words = present.words if present is not None else {}
+    if forms is None:
+        forms = {}
     for entity, origins, aliases in entities:
         for origin in origins:
             if origin not in ORIGINS:
@@ -1118,10 +1134,10 @@ def _resolve_targets(entities, present: _PageTokens | None, config: LabelConfig,
                     continue  # the cheap test first: most of a hub's aliases stop here
             folded_alias = shape[0]
             if present is not None:
-                if not present.admits(exact_first, shape, loose is not None, possessive):
+                alias_forms = present.forms(exact_first, shape, loose is not None, possessive)
+                if not alias_forms:
                     continue
-                if folded_alias not in words:  # what may_hold will ask of this alias, known from its shape
-                    words[folded_alias] = (first or None, shape[1])
+                forms[folded_alias] = alias_forms  # the same for every row of the alias: a function of its shape
             known = by_alias.get(folded_alias)
             if known is None:
                 by_alias[folded_alias] = _EntityEvidence(entity, prior if prior > 0.0 else 0.0, title_origin,
@@ -1202,28 +1218,34 @@ def _pick_entity(entities: dict[str, _EntityEvidence], policy: str) -> str | Non
 
 
 def _alias_automaton(targets: dict[str, _Target], present: _PageTokens | None = None,
-                     variants: dict[str, _Target] | None = None) -> "ahocorasick.Automaton | None":
-    """An Aho-Corasick automaton of the page's folded aliases; each hit gives (length, target).
+                     variants: dict[str, _Target] | None = None,
+                     forms: dict[str, int] | None = None) -> "ahocorasick.Automaton | None":
+    """An Aho-Corasick automaton of the page's folded aliases; each hit gives 2 * length + (1 for a variant, 0
+    for an alias): ints, which the garbage collector does not track (a tuple per word and per hit made a good
+    part of the labeller's time, in collections).
 
     With ``present`` (the page's tokens), only the aliases that may occur there
     (:meth:`_PageTokens.may_hold`; some are targets for their variants only); ``variants`` are
-    added as they are (:func:`_variant_targets` checked them). None when no word is left."""
-    automaton = ahocorasick.Automaton()
-    for alias, target in targets.items():
-        if present is None or present.may_hold(alias):
-            automaton.add_word(alias, (len(alias), target))
-    for text, target in (variants or {}).items():
-        automaton.add_word(text, (len(text), target))
+    added as they are (:func:`_variant_targets` checked them). ``forms``: :meth:`_PageTokens.forms` of the
+    aliases that have it, whose :data:`_EXACT` bit is their may_hold. None when no word is left."""
+    automaton = ahocorasick.Automaton(ahocorasick.STORE_INTS)
+    known = forms if forms is not None else {}
+    for alias in targets:
+        alias_forms = known.get(alias)
+        if present is None or (present.may_hold(alias) if alias_forms is None else alias_forms & _EXACT):
+            automaton.add_word(alias, 2 * len(alias))
+    for text in variants or ():
+        automaton.add_word(text, 2 * len(text) + 1)
     if not len(automaton):
         return None
     automaton.make_automaton()
     return automaton
 
 
-def _find_occurrences(
-    folded: str, automaton: "ahocorasick.Automaton | None", split_unspaced: bool
-) -> list[tuple[int, int, _Target]]:
-    """Every whole-word occurrence (start, end, target) of every alias.
+def _find_occurrences(folded: str, automaton: "ahocorasick.Automaton | None", split_unspaced: bool) -> list[int]:
+    """Every whole-word occurrence of every alias (:func:`_alias_automaton`), as one int each, a key that sorts
+    as (is a variant, -length, start) does: ((is a variant << b) + len(folded) - length << b) + start, b the bit
+    length of len(folded) (:func:`_occurrence` reads it back). Unique: one text per (length, start).
 
     The automaton reports every occurrence, overlapping ones included; those
     that continue a word at either end are dropped. None (no words): none.
@@ -1232,15 +1254,25 @@ def _find_occurrences(
     if automaton is None:
         return found
     n = len(folded)
+    shift = n.bit_length()
     joins, separator = _joins, _ASCII_NON_WORD
-    for last, (length, target) in automaton.iter(folded):
+    for last, word in automaton.iter(folded):
+        length = word >> 1
         start, end = last + 1 - length, last + 1
         if start and (before := folded[start - 1]) not in separator and joins(before, folded[start], split_unspaced):
             continue
         if end < n and (after := folded[end]) not in separator and joins(folded[last], after, split_unspaced):
             continue
-        found.append((start, end, target))
+        found.append((((word & 1) << shift | n - length) << shift) | start)
     return found
+
+
+def _occurrence(key: int, n: int) -> tuple[bool, int, int]:
+    """(is a variant, start, end) of a :func:`_find_occurrences` key in a text of length ``n``."""
+    shift = n.bit_length()
+    mask = (1 << shift) - 1
+    start = key & mask
+    return bool(key >> shift >> shift), start, start + n - ((key >> shift) & mask)
 
 
 def _is_word_char(ch: str) -> bool:

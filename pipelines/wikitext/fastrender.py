@@ -11,16 +11,18 @@ It is a fast path, not a second parser of record: where its result could
 differ from ``mwparserfromhell.parse`` + ``_Renderer`` it raises
 :class:`Decline`, and the caller renders the page with mwparserfromhell, or
 only the rest of it from the last clean top-level line start (see
-:func:`render_fast`). It declines on: ``{{`` (the pre-pass leaves none) and
-tables; apostrophe runs that do not pair up within a link label, tag body,
-heading or external link's title, runs of 4 or more there, and bold and
-italics left open or interleaved at the top level (a lone italic is fine);
-links whose target holds characters mwparserfromhell rejects or looks like a
-URL; list or heading markup inside labels; markup after a heading's closing
-``=``; tags that are not simply written or not properly nested; HTML tables
-holding links; definition terms with open styles; deep nesting. Small
-constructs whose parse depends on mwparserfromhell's details (entities, tag
-attributes, external links) are checked against mwparserfromhell itself,
+:func:`render_fast`). Top-level bold and italics are paired as the tokenizer
+pairs them: in the one scan where they nest properly, else by
+:class:`_StylePairing` (a port of the tokenizer's style routes run over the
+top-level apostrophe runs, which a second scan collects) and a third scan.
+It declines on: ``{{`` (the pre-pass leaves none) and tables; apostrophe
+runs that do not pair up within a link label, tag body, heading or external
+link's title, runs of 4 or more there; links whose target holds characters
+mwparserfromhell rejects or looks like a URL; list or heading markup inside
+labels; markup after a heading's closing ``=``; tags that are not simply
+written or not properly nested; HTML tables holding links; deep nesting.
+Small constructs whose parse depends on mwparserfromhell's details
+(entities, tag attributes, external links) are checked against mwparserfromhell itself,
 once per distinct string (cached). ``tests/test_wikitext_fastrender.py``
 checks that the two paths agree on every article of the shared dumps and on
 random markup; docs/extraction.md says more.
@@ -669,7 +671,7 @@ class _Styles:
     '' differently or reads some as text, but every '' still vanishes (the
     renderer drops leftover runs) as long as each ''' pairs with the next
     ''' (with any '' between them paired too): that is the "loose" mode.
-    Anything else is declined.
+    Anything else is declined (at the top level: paired by _StylePairing instead).
     """
 
     __slots__ = ("stack", "loose", "last", "risky", "bold_open", "italic_in_bold", "simple", "top")

@@ -124,6 +124,8 @@ def test_parser_takes_over_at_a_clean_line_start():
     "''a\n; b : c\n''d : e",
     "'''a\n== H ''i'' ==\n* [[l|m]]s <span>''x''</span> b'''c",
     "x [''[y]''] '''[[z]]'''s ''[[w]]''s",
+    "''\n* ''[''[",  # a loose '' between brackets: text, so "[" + "[" meet and are removed
+    "'''''>'':'''\n;''''']''''':",  # the ";" sets the term of an open bold, not the top level's
 ])
 def test_top_level_styles_are_paired_as_the_parser_pairs_them(wikitext):
     assert parser_used(wikitext) == "fast"

@@ -331,6 +331,8 @@ class _FastScan:
                     if not top:  # inside a label, tag, heading or title: too many ways to read it
                         raise Decline("apostrophes", start)
                     styles.simple = False  # and no resume point past it
+                    if dl_term:  # nor a sure frame for the term's ":"
+                        raise _StyleDecline("apostrophes in a definition term", start)
                 # mwparserfromhell reads '''' as "'" + ''' and 6+ as the extra "'"s + '''''.
                 extra = 1 if run == 4 else max(run - 5, 0)
                 if run == 2 and start and text[start - 1] in _STRAY \
@@ -451,7 +453,11 @@ class _FastScan:
                     self.events.append((_TERM, pos, 0))
                 return -after - 1
             styles.crossing(ctx)
-            return -after - 1 if ";" in markers.group() else after
+            if ";" not in markers.group():
+                return after
+            if styles.loose or not styles.simple:  # the term may be an open style's, not the top level's
+                raise _StyleDecline("definition term in a style")
+            return -after - 1
         if char == "-":
             dashes = _DASHES.match(text, pos, end)
             if dashes is None:
@@ -697,6 +703,8 @@ class _Styles:
                 if self.top:
                     raise _StyleDecline(*decline.args) from None
                 raise
+        elif self.risky:  # a '' by a bracket, which may be left as text: let _StylePairing decide
+            raise _StyleDecline("loose apostrophes by a bracket", at)
         elif length == 2:
             if self.bold_open:
                 self.italic_in_bold = not self.italic_in_bold

@@ -176,7 +176,20 @@ def render_fast(text: str, renderer: "_Renderer", out: "_Builder") -> int | None
         if scan.checkpoint is None:
             raise
         return _resume_point(scan, text, renderer, out)
-    return None
+    if scan.mode == ONE_PASS:
+        return None
+    # The scan gave up pairing the top-level styles and collected them instead: render again.
+    counts = renderer.counts
+    paired = _render_with_pairing(text, renderer, initial_counts, scan.events)
+    if paired is not None:
+        out.parts[:] = paired.parts
+        out.spans[:] = paired.spans
+        out.size = paired.size
+        return None
+    renderer.counts = counts
+    if scan.checkpoint is None:
+        raise Decline("style pairing")
+    return _resume_point(scan, text, renderer, out)
 
 
 def _resume_point(scan: "_FastScan", text: str, renderer: "_Renderer", out: "_Builder") -> int:
@@ -192,22 +205,24 @@ def _resume_point(scan: "_FastScan", text: str, renderer: "_Renderer", out: "_Bu
     return position
 
 
-def _render_with_pairing(text: str, renderer: "_Renderer",
-                         initial_counts: dict[str, int]) -> "_Builder | None":
+def _render_with_pairing(text: str, renderer: "_Renderer", initial_counts: dict[str, int],
+                         events: list[tuple[int, int, int]] | None = None) -> "_Builder | None":
     """Render ``text`` with its top-level bold/italics paired by :class:`_StylePairing`.
 
     Two scans: the first only collects the top-level apostrophe runs and the
-    definition-list events that decide them (its output is thrown away), the
-    second renders with the pairing. None (counts left for the caller to
-    restore) where either scan declines.
+    definition-list events that decide them (its output is thrown away; skipped
+    where ``events`` are given: a scan that went on collecting), the second
+    renders with the pairing. None (counts left for the caller to restore)
+    where either scan declines.
     """
     try:
-        renderer.counts = {}
-        collect = _FastScan(text, renderer)
-        collect.mode = COLLECT
-        collect.events = []
-        collect.scan(0, len(text), TOP, _Builder(), False)
-        pieces, markers = _StylePairing(collect.events).pair()
+        if events is None:
+            renderer.counts = {}
+            collect = _FastScan(text, renderer)
+            collect.mode = COLLECT
+            collect.scan(0, len(text), TOP, _Builder(), False)
+            events = collect.events
+        pieces, markers = _StylePairing(events).pair()
         renderer.counts = dict(initial_counts)
         paired = _FastScan(text, renderer)
         paired.mode = PAIRED
@@ -222,7 +237,7 @@ def _render_with_pairing(text: str, renderer: "_Renderer",
 
 class _FastScan:
     __slots__ = ("text", "r", "depth", "links_seen", "unicode_trails", "checkpoint", "mode",
-                 "events", "pieces", "markers")
+                 "events", "pieces", "markers", "terms")
 
     def __init__(self, text: str, renderer: "_Renderer") -> None:
         self.text = text
@@ -240,6 +255,16 @@ class _FastScan:
         self.events: list[tuple[int, int, int]] = []
         self.pieces: dict[int, list[tuple[bool, int]]] = {}
         self.markers: frozenset[int] | set[int] = frozenset()
+        # ONE_PASS records the top-level runs too, so that where it cannot pair them it goes on
+        # as COLLECT (see switch); not after a ";" term (its ":" and line ends are not recorded).
+        self.terms = False
+
+    def switch(self) -> bool:
+        """Go on collecting, where the one-pass tracking gave up; whether it could."""
+        if self.mode != ONE_PASS or self.terms:
+            return False
+        self.mode = COLLECT
+        return True
 
     def scan(self, pos: int, end: int, ctx: int, out: "_Builder", in_label: bool,
              tag: str = "") -> int:
@@ -328,6 +353,8 @@ class _FastScan:
                             cursor += count
                     pos = node_end = stop
                     continue
+                if top:
+                    self.events.append((_RUN, start, run))
                 if run > 3:
                     if not top:  # inside a label, tag, heading or title: too many ways to read it
                         raise Decline("apostrophes", start)
@@ -341,7 +368,13 @@ class _FastScan:
                     styles.risky = True  # as text, the run would let "]" + "]" meet in one node
                 if text_from < start + extra:
                     out.emit(clean(text[text_from:start + extra]))
-                styles.run(run - extra, start)
+                try:
+                    styles.run(run - extra, start)
+                except _StyleDecline:
+                    if not (top and self.switch()):
+                        raise
+                    paired = True  # (the output from here on is thrown away)
+                    next_checkpoint = end + 1
                 pos = text_from = node_end = stop
                 continue
             if first == "<":
@@ -406,7 +439,14 @@ class _FastScan:
                 if pos < end and _starts_line_markup(text, pos):
                     if text_from < pos:
                         out.emit(clean(text[text_from:pos]))
-                    new_pos = self.line_start(pos, end, ctx, out, in_label, styles)
+                    try:
+                        new_pos = self.line_start(pos, end, ctx, out, in_label, styles)
+                    except _StyleDecline:
+                        if not (top and self.switch()):
+                            raise
+                        paired = True
+                        next_checkpoint = end + 1
+                        new_pos = self.line_start(pos, end, ctx, out, in_label, styles)
                     if new_pos < 0:
                         new_pos = -new_pos - 1
                         dl_term = True
@@ -425,7 +465,11 @@ class _FastScan:
         if styles:
             if ctx != TOP:
                 raise Decline("open style")
-            styles.settle()
+            try:
+                styles.settle()
+            except _StyleDecline:
+                if not self.switch():
+                    raise
         if ctx in (LABEL, TITLE, TAG):
             raise Decline("unclosed")
         self.depth -= 1
@@ -458,6 +502,8 @@ class _FastScan:
                 return after
             if styles.loose or not styles.simple:  # the term may be an open style's, not the top level's
                 raise _StyleDecline("definition term in a style")
+            if ctx == TOP:
+                self.terms = True
             return -after - 1
         if char == "-":
             dashes = _DASHES.match(text, pos, end)

@@ -14,7 +14,8 @@ only the rest of it from the last clean top-level line start (see
 :func:`render_fast`). Top-level bold and italics are paired as the tokenizer
 pairs them: in the one scan where they nest properly, else by
 :class:`_StylePairing` (a port of the tokenizer's style routes run over the
-top-level apostrophe runs, which a second scan collects) and a third scan.
+top-level apostrophe runs, which the scan goes on collecting) and one more
+scan.
 It declines on: ``{{`` (the pre-pass leaves none) and tables; apostrophe
 runs that do not pair up within a link label, tag body, heading or external
 link's title, runs of 4 or more there; links whose target holds characters

@@ -133,6 +133,14 @@ def test_top_level_styles_are_paired_as_the_parser_pairs_them(wikitext):
     assert fast == slow
 
 
+def test_style_pairing_declines_beyond_its_depth():
+    # 60 style contexts nested open (each '' opens in a ''' and vice versa): past MAX_STYLE_DEPTH.
+    wikitext = "''a '''b " * 30
+    assert parser_used(wikitext) == "mwparserfromhell"
+    fast, slow = both(wikitext)
+    assert fast == slow
+
+
 TOP_STYLES = ["''", "'''", "'''''", "''''", "''''''", "'", "x", " y", "\n", "\n* ", "\n; ", "\n;", ":",
               " : ", "\n: ", "\n== h ==\n", "\n----\n", "[[a|b]]", "[[c]]s", "[[d|''e'']]", "<b>q</b>",
               "<span>''r''</span>", "[http://q.org r]", "http://s.org", "&amp;", "[", "]", "{", "}",

@@ -54,7 +54,6 @@ def test_fast_path_matches_the_parser_on_common_markup(wikitext):
 
 
 @pytest.mark.parametrize("wikitext", [
-    "'''a ''b''' c''",  # improperly nested styles
     "''a [[b|c'']] d''",  # a style closing inside a link label
     "[[a|''b]] c",  # an unclosed style inside a label
     "== A == [[b]] x\ntext",  # markup after a heading's closing "="
@@ -104,13 +103,54 @@ def test_random_markup_renders_the_same_on_both_paths(fragments):
 
 
 def test_parser_takes_over_at_a_clean_line_start():
-    # Long clean prose, then an italic/bold tangle the fast path declines: only the
-    # tail goes to mwparserfromhell, and the result is the parser's for the whole page.
+    # Long clean prose, then a style left open in a link label, which the fast path declines:
+    # only the tail goes to mwparserfromhell, and the result is the parser's for the whole page.
     prose = "".join(f"Line {i} with a [[link {i}|label]] and ''italic'' words.\n" for i in range(60))
-    wikitext = prose + "Then '''a ''tangle''' of'' styles [[x]]s.\nAnd a last line."
+    wikitext = prose + "Then [[a|''tangle]] of styles [[x]]s.\nAnd a last line."
     result = extract_article(wikitext, EN, title="Page")
     assert result.parser == "fast+mwparserfromhell"
     fast, slow = both(wikitext)
+    assert fast == slow
+
+
+@pytest.mark.parametrize("wikitext", [
+    "'''a ''b''' c''",  # improperly nested styles
+    "Swift'''s satire [[Vietnam War]]s and ''more'' text",  # a bold left open
+    "'''''a''' b and '''''c'' d''' e",
+    "''''x'' y ''''' z '''''' w",
+    "''a '''b ''c '''d ''e",  # alternating runs, none closed
+    "; a ''b : c'' : d\n; e : f",  # a style in a definition term
+    "; a ''b\nc : d'' e : f\ng : h",  # the term's ":" after the style closes, lines later
+    "''a\n; b : c\n''d : e",
+    "'''a\n== H ''i'' ==\n* [[l|m]]s <span>''x''</span> b'''c",
+    "x [''[y]''] '''[[z]]'''s ''[[w]]''s",
+    "''\n* ''[''[",  # a loose '' between brackets: text, so "[" + "[" meet and are removed
+    "'''''>'':'''\n;''''']''''':",  # the ";" sets the term of an open bold, not the top level's
+])
+def test_top_level_styles_are_paired_as_the_parser_pairs_them(wikitext):
+    assert parser_used(wikitext) == "fast"
+    fast, slow = both(wikitext)
+    assert fast == slow
+
+
+def test_style_pairing_declines_beyond_its_depth():
+    # 60 style contexts nested open (each '' opens in a ''' and vice versa): past MAX_STYLE_DEPTH.
+    wikitext = "''a '''b " * 30
+    assert parser_used(wikitext) == "mwparserfromhell"
+    fast, slow = both(wikitext)
+    assert fast == slow
+
+
+TOP_STYLES = ["''", "'''", "'''''", "''''", "''''''", "'", "x", " y", "\n", "\n* ", "\n; ", "\n;", ":",
+              " : ", "\n: ", "\n== h ==\n", "\n----\n", "[[a|b]]", "[[c]]s", "[[d|''e'']]", "<b>q</b>",
+              "<span>''r''</span>", "[http://q.org r]", "http://s.org", "&amp;", "[", "]", "{", "}",
+              "z:"]
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.lists(st.sampled_from(TOP_STYLES), max_size=40))
+def test_random_top_level_styles_render_the_same_on_both_paths(pieces):
+    fast, slow = both("".join(pieces))
     assert fast == slow
 
 

@@ -11,16 +11,19 @@ It is a fast path, not a second parser of record: where its result could
 differ from ``mwparserfromhell.parse`` + ``_Renderer`` it raises
 :class:`Decline`, and the caller renders the page with mwparserfromhell, or
 only the rest of it from the last clean top-level line start (see
-:func:`render_fast`). It declines on: ``{{`` (the pre-pass leaves none) and
-tables; apostrophe runs that do not pair up within a link label, tag body,
-heading or external link's title, runs of 4 or more there, and bold and
-italics left open or interleaved at the top level (a lone italic is fine);
-links whose target holds characters mwparserfromhell rejects or looks like a
-URL; list or heading markup inside labels; markup after a heading's closing
-``=``; tags that are not simply written or not properly nested; HTML tables
-holding links; definition terms with open styles; deep nesting. Small
-constructs whose parse depends on mwparserfromhell's details (entities, tag
-attributes, external links) are checked against mwparserfromhell itself,
+:func:`render_fast`). Top-level bold and italics are paired as the tokenizer
+pairs them: in the one scan where they nest properly, else by
+:class:`_StylePairing` (a port of the tokenizer's style routes run over the
+top-level apostrophe runs, which the scan goes on collecting) and one more
+scan.
+It declines on: ``{{`` (the pre-pass leaves none) and tables; apostrophe
+runs that do not pair up within a link label, tag body, heading or external
+link's title, runs of 4 or more there; links whose target holds characters
+mwparserfromhell rejects or looks like a URL; list or heading markup inside
+labels; markup after a heading's closing ``=``; tags that are not simply
+written or not properly nested; HTML tables holding links; deep nesting.
+Small constructs whose parse depends on mwparserfromhell's details
+(entities, tag attributes, external links) are checked against mwparserfromhell itself,
 once per distinct string (cached). ``tests/test_wikitext_fastrender.py``
 checks that the two paths agree on every article of the shared dumps and on
 random markup; docs/extraction.md says more.
@@ -45,6 +48,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from typing import Any as _Renderer  # pipelines.wikitext.extract._Renderer (which imports this module)
 
 TOP, TAG, LABEL, TITLE, HEADING = range(5)
+ONE_PASS, COLLECT, PAIRED = range(3)  # _FastScan.mode
 MAX_DEPTH = 24
 CHECKPOINT_EVERY = 1000  # characters between resume points of a partial fallback
 MAX_CACHE = 20_000
@@ -89,6 +93,10 @@ _ext_cache: dict[str, tuple[bool, str | None]] = {}
 
 class Decline(Exception):
     """The fast path cannot promise mwparserfromhell's result here."""
+
+
+class _StyleDecline(Decline):
+    """Top-level bold/italics the one-pass tracking cannot pair (see _StylePairing)."""
 
 
 def _cached(cache: dict, key, compute):
@@ -144,28 +152,93 @@ def render_fast(text: str, renderer: "_Renderer", out: "_Builder") -> int | None
     ``renderer.counts`` partly written: the caller starts again from copies)
     where it declined before any such point.
     """
-    if contains(text, "\ufdd0'") or contains(text, "'\ufdd0"):  # the renderer drops the mark, joining quotes
+    # The renderer drops the mark, joining quotes. (The mark first: "'" is common, the mark rare.)
+    if "\ufdd0" in text and (contains(text, "\ufdd0'") or "'\ufdd0" in text):
         raise Decline("mark between apostrophes")
+    initial_counts = dict(renderer.counts)
     scan = _FastScan(text, renderer)
     try:
         scan.scan(0, len(text), TOP, out, False)
+    except _StyleDecline:
+        # Bold/italics at the top level that the one-pass tracking cannot pair: pair them
+        # as mwparserfromhell's tokenizer does (_StylePairing) and render again.
+        counts = renderer.counts
+        paired = _render_with_pairing(text, renderer, initial_counts)
+        if paired is not None:
+            out.parts[:] = paired.parts
+            out.spans[:] = paired.spans
+            out.size = paired.size
+            return None
+        renderer.counts = counts
+        if scan.checkpoint is None:
+            raise
+        return _resume_point(scan, text, renderer, out)
     except Decline:
         if scan.checkpoint is None:
             raise
-        position, text_from, parts, size, spans, counts = scan.checkpoint
-        del out.parts[parts:]
-        del out.spans[spans:]
-        out.size = size
-        renderer.counts.clear()
-        renderer.counts.update(counts)
-        if text_from < position:  # the pending text up to the line start
-            out.emit(renderer.clean_text(text[text_from:position]))
-        return position
-    return None
+        return _resume_point(scan, text, renderer, out)
+    if scan.mode == ONE_PASS:
+        return None
+    # The scan gave up pairing the top-level styles and collected them instead: render again.
+    counts = renderer.counts
+    paired = _render_with_pairing(text, renderer, initial_counts, scan.events)
+    if paired is not None:
+        out.parts[:] = paired.parts
+        out.spans[:] = paired.spans
+        out.size = paired.size
+        return None
+    renderer.counts = counts
+    if scan.checkpoint is None:
+        raise Decline("style pairing")
+    return _resume_point(scan, text, renderer, out)
+
+
+def _resume_point(scan: "_FastScan", text: str, renderer: "_Renderer", out: "_Builder") -> int:
+    """Roll ``out`` and the counts back to the scan's last resume point; return its position."""
+    position, text_from, parts, size, spans, counts = scan.checkpoint
+    del out.parts[parts:]
+    del out.spans[spans:]
+    out.size = size
+    renderer.counts.clear()
+    renderer.counts.update(counts)
+    if text_from < position:  # the pending text up to the line start
+        out.emit(renderer.clean_text(text[text_from:position]))
+    return position
+
+
+def _render_with_pairing(text: str, renderer: "_Renderer", initial_counts: dict[str, int],
+                         events: list[tuple[int, int, int]] | None = None) -> "_Builder | None":
+    """Render ``text`` with its top-level bold/italics paired by :class:`_StylePairing`.
+
+    Two scans: the first only collects the top-level apostrophe runs and the
+    definition-list events that decide them (its output is thrown away; skipped
+    where ``events`` are given: a scan that went on collecting), the second
+    renders with the pairing. None (counts left for the caller to restore)
+    where either scan declines.
+    """
+    try:
+        if events is None:
+            renderer.counts = {}
+            collect = _FastScan(text, renderer)
+            collect.mode = COLLECT
+            collect.scan(0, len(text), TOP, _Builder(), False)
+            events = collect.events
+        pieces, markers = _StylePairing(events).pair()
+        renderer.counts = dict(initial_counts)
+        paired = _FastScan(text, renderer)
+        paired.mode = PAIRED
+        paired.pieces = pieces
+        paired.markers = markers
+        out = _Builder()
+        paired.scan(0, len(text), TOP, out, False)
+    except Decline:
+        return None
+    return out
 
 
 class _FastScan:
-    __slots__ = ("text", "r", "depth", "links_seen", "unicode_trails", "checkpoint")
+    __slots__ = ("text", "r", "depth", "links_seen", "unicode_trails", "checkpoint", "mode",
+                 "events", "pieces", "markers", "terms")
 
     def __init__(self, text: str, renderer: "_Renderer") -> None:
         self.text = text
@@ -176,6 +249,23 @@ class _FastScan:
         # len(out.parts), out.size, len(out.spans), counts) for render_fast to resume from.
         self.checkpoint: tuple | None = None
         self.unicode_trails = renderer.trail_length is unicode_trail_length  # trails start with a letter
+        # How top-level apostrophe runs are read: ONE_PASS (_Styles), COLLECT (record them and
+        # the definition-list events in ``events``, output thrown away) or PAIRED (as
+        # _StylePairing decided: ``pieces`` per run, ``markers``: the ":" that are list markers).
+        self.mode = ONE_PASS
+        self.events: list[tuple[int, int, int]] = []
+        self.pieces: dict[int, list[tuple[bool, int]]] = {}
+        self.markers: frozenset[int] | set[int] = frozenset()
+        # ONE_PASS records the top-level runs too, so that where it cannot pair them it goes on
+        # as COLLECT (see switch); not after a ";" term (its ":" and line ends are not recorded).
+        self.terms = False
+
+    def switch(self) -> bool:
+        """Go on collecting, where the one-pass tracking gave up; whether it could."""
+        if self.mode != ONE_PASS or self.terms:
+            return False
+        self.mode = COLLECT
+        return True
 
     def scan(self, pos: int, end: int, ctx: int, out: "_Builder", in_label: bool,
              tag: str = "") -> int:
@@ -199,7 +289,9 @@ class _FastScan:
         text = self.text
         r = self.r
         clean = r.clean_text
-        styles = _Styles()
+        top = ctx == TOP
+        styles = _Styles(top)
+        paired = top and self.mode  # top-level runs: collected or paired, not tracked here
         text_from = pos  # start of the pending text run
         node_end = pos  # end of the last parsed node (mwparserfromhell's text buffer starts there)
         dl_term = False
@@ -208,8 +300,7 @@ class _FastScan:
             if pos < 0:
                 text_from = node_end = pos = -pos - 1
                 dl_term = True
-        top = ctx == TOP
-        next_checkpoint = CHECKPOINT_EVERY
+        next_checkpoint = CHECKPOINT_EVERY if top and not paired else end + 1
         search, dl_search = _TOKENS[ctx].search, _DL_TOKENS[ctx].search
         while True:
             match = (dl_search if dl_term else search)(text, pos, end)
@@ -250,10 +341,27 @@ class _FastScan:
                 continue
             if first == "'":
                 run = stop - start
+                if paired:
+                    if self.mode == COLLECT:
+                        self.events.append((_RUN, start, run))
+                    else:  # each piece: apostrophes left as text, or markup (ends the text node)
+                        cursor = start
+                        for as_text, count in self.pieces[start]:
+                            if not as_text:
+                                if text_from < cursor:
+                                    out.emit(clean(text[text_from:cursor]))
+                                text_from = cursor + count
+                            cursor += count
+                    pos = node_end = stop
+                    continue
+                if top:
+                    self.events.append((_RUN, start, run))
                 if run > 3:
                     if not top:  # inside a label, tag, heading or title: too many ways to read it
                         raise Decline("apostrophes", start)
                     styles.simple = False  # and no resume point past it
+                    if dl_term:  # nor a sure frame for the term's ":"
+                        raise _StyleDecline("apostrophes in a definition term", start)
                 # mwparserfromhell reads '''' as "'" + ''' and 6+ as the extra "'"s + '''''.
                 extra = 1 if run == 4 else max(run - 5, 0)
                 if run == 2 and start and text[start - 1] in _STRAY \
@@ -261,7 +369,13 @@ class _FastScan:
                     styles.risky = True  # as text, the run would let "]" + "]" meet in one node
                 if text_from < start + extra:
                     out.emit(clean(text[text_from:start + extra]))
-                styles.run(run - extra, start)
+                try:
+                    styles.run(run - extra, start)
+                except _StyleDecline:
+                    if not (top and self.switch()):
+                        raise
+                    paired = True  # (the output from here on is thrown away)
+                    next_checkpoint = end + 1
                 pos = text_from = node_end = stop
                 continue
             if first == "<":
@@ -296,8 +410,17 @@ class _FastScan:
                         pos = url_end  # trailing punctuation left out of the URL is plain text
                         continue
                 if dl_term:  # the ":" of "; term : definition" is a list marker
-                    if styles or styles.loose:  # unless a bold/italic context holds it
-                        raise Decline("style in a definition term")
+                    if paired:  # unless a bold/italic context holds it
+                        if self.mode == COLLECT:
+                            self.events.append((_COLON, start, 0))
+                        elif start in self.markers:
+                            if text_from < start:
+                                out.emit(clean(text[text_from:start]))
+                            text_from = node_end = start + 1
+                        pos = start + 1  # (still a term: an outer context may hold the next ":")
+                        continue
+                    if styles or styles.loose:
+                        raise (_StyleDecline if top else Decline)("style in a definition term")
                     if text_from < start:
                         out.emit(clean(text[text_from:start]))
                     dl_term = False
@@ -306,14 +429,25 @@ class _FastScan:
                 pos = start + 1
                 continue
             if first == "\n":
-                if dl_term and (styles or styles.loose):
-                    raise Decline("style in a definition term")
-                dl_term = False
+                if paired:
+                    if dl_term and self.mode == COLLECT:
+                        self.events.append((_NEWLINE, start, 0))
+                elif dl_term:
+                    if styles or styles.loose:
+                        raise (_StyleDecline if top else Decline)("style in a definition term")
+                    dl_term = False
                 pos = start + 1
                 if pos < end and _starts_line_markup(text, pos):
                     if text_from < pos:
                         out.emit(clean(text[text_from:pos]))
-                    new_pos = self.line_start(pos, end, ctx, out, in_label, styles)
+                    try:
+                        new_pos = self.line_start(pos, end, ctx, out, in_label, styles)
+                    except _StyleDecline:
+                        if not (top and self.switch()):
+                            raise
+                        paired = True
+                        next_checkpoint = end + 1
+                        new_pos = self.line_start(pos, end, ctx, out, in_label, styles)
                     if new_pos < 0:
                         new_pos = -new_pos - 1
                         dl_term = True
@@ -332,7 +466,11 @@ class _FastScan:
         if styles:
             if ctx != TOP:
                 raise Decline("open style")
-            styles.settle()
+            try:
+                styles.settle()
+            except _StyleDecline:
+                if not self.switch():
+                    raise
         if ctx in (LABEL, TITLE, TAG):
             raise Decline("unclosed")
         self.depth -= 1
@@ -352,10 +490,22 @@ class _FastScan:
         if ctx not in (TOP, TAG):
             raise Decline("line markup inside a link, title or heading")
         if char in "#*;:":
-            styles.crossing(ctx)
             markers = _LIST_MARKERS.match(text, pos, end)
             after = markers.end()
-            return -after - 1 if ";" in markers.group() else after
+            if ctx == TOP and self.mode:
+                if ";" not in markers.group():
+                    return after
+                if self.mode == COLLECT:
+                    self.events.append((_TERM, pos, 0))
+                return -after - 1
+            styles.crossing(ctx)
+            if ";" not in markers.group():
+                return after
+            if styles.loose or not styles.simple:  # the term may be an open style's, not the top level's
+                raise _StyleDecline("definition term in a style")
+            if ctx == TOP:
+                self.terms = True
+            return -after - 1
         if char == "-":
             dashes = _DASHES.match(text, pos, end)
             if dashes is None:
@@ -380,7 +530,8 @@ class _FastScan:
                 # (markup after the closing run can carry the heading over to another line)
                 raise Decline("heading")
             level = min(opening - pos, closing_end - closing, 6)
-            styles.crossing(ctx)
+            if not (ctx == TOP and self.mode):
+                styles.crossing(ctx)
             if self.r.config.keep_headings:
                 out.emit("\n")
                 out.emit("=" * (opening - pos - level))
@@ -574,12 +725,13 @@ class _Styles:
     '' differently or reads some as text, but every '' still vanishes (the
     renderer drops leftover runs) as long as each ''' pairs with the next
     ''' (with any '' between them paired too): that is the "loose" mode.
-    Anything else is declined.
+    Anything else is declined (at the top level: paired by _StylePairing instead).
     """
 
-    __slots__ = ("stack", "loose", "last", "risky", "bold_open", "italic_in_bold", "simple")
+    __slots__ = ("stack", "loose", "last", "risky", "bold_open", "italic_in_bold", "simple", "top")
 
-    def __init__(self) -> None:
+    def __init__(self, top: bool = False) -> None:
+        self.top = top  # the page's top level: what cannot be paired here, _StylePairing pairs
         self.stack: list[str] = []
         # Only '' and ''' so far: each pairs with the next closer left to right, as in
         # mwparserfromhell, so a line start with nothing open is a safe resume point.
@@ -593,14 +745,21 @@ class _Styles:
     def run(self, length: int, at: int) -> None:
         self.last = at
         if not self.loose:
-            _style(self.stack, length, at)
+            try:
+                _style(self.stack, length, at)
+            except Decline as decline:
+                if self.top:
+                    raise _StyleDecline(*decline.args) from None
+                raise
+        elif self.risky:  # a '' by a bracket, which may be left as text: let _StylePairing decide
+            raise _StyleDecline("loose apostrophes by a bracket", at)
         elif length == 2:
             if self.bold_open:
                 self.italic_in_bold = not self.italic_in_bold
         elif length == 3 and not self.italic_in_bold:
             self.bold_open = not self.bold_open
         else:
-            raise Decline("bold after a loose italic", at)
+            raise _StyleDecline("bold after a loose italic", at)
 
     def crossing(self, ctx: int) -> None:
         """A heading or list item starts while styles are open."""
@@ -613,7 +772,7 @@ class _Styles:
         """The context ends (or a block starts) with styles still open."""
         if self.bold_open or self.italic_in_bold or self.risky \
                 or any(style != "i" for style in self.stack):
-            raise Decline("open style", self.last)
+            raise _StyleDecline("open style", self.last)  # (only ever at the top level)
         self.stack.clear()
         self.loose = True
 
@@ -653,6 +812,208 @@ def _style(styles: list[str], run: int, at: int) -> None:
             raise Decline("style nesting", at)
     else:
         raise Decline("apostrophes", at)
+
+
+# -- top-level bold/italics, paired as mwparserfromhell's tokenizer pairs them ---------------
+# Events of the top level, in text order: (kind, position, run length).
+_RUN, _TERM, _COLON, _NEWLINE = range(4)  # an apostrophe run; a ";" list item; ":"; "\n"
+# Tokenizer contexts (mwparserfromhell.parser.contexts: STYLE_*, DL_TERM), renumbered.
+_ITALICS, _BOLD, _PASS_AGAIN, _SECOND_PASS, _DL_TERM = 1, 2, 4, 8, 16
+_STYLE_CONTEXT = _ITALICS | _BOLD | _PASS_AGAIN | _SECOND_PASS  # fails at the end of the text
+MAX_STYLE_DEPTH = 40  # nested style contexts (the tokenizer stops nesting anything at 100)
+MAX_STYLE_STEPS = 200_000  # events visited, over all retries
+
+
+class _BadRoute(Exception):
+    def __init__(self, context: int) -> None:
+        self.context = context
+
+
+class _StylePairing:
+    """Which top-level apostrophes mwparserfromhell reads as bold/italic markup.
+
+    A port of the style part of its tokenizer (``_parse_style``,
+    ``_parse_italics``, ``_parse_bold``, ``_parse_italics_and_bold``, the
+    bad-route memo, a definition term's ``:``) run over the top-level events
+    only: everything else at the top level (links, tags, headings, lists,
+    entities) is parsed the same inside a style context as outside it (the
+    fast path checks those on their own), and a style context only ends at
+    its closing run or, failing, at the end of the text.
+
+    :meth:`pair` returns, per run (by position), its pieces in order:
+    ``(True, n)`` n apostrophes left as text (they join the text around
+    them, where the renderer drops runs of two or more), ``(False, n)`` n
+    apostrophes of markup (which end a text node); and the positions of the
+    ":" that are definition-list markers rather than text.
+    """
+
+    __slots__ = ("events", "index", "offset", "bad", "depth", "steps")
+
+    def __init__(self, events: list[tuple[int, int, int]]) -> None:
+        self.events = events
+        self.index = 0  # the head: an event, and how far into its run (a re-read run's rest)
+        self.offset = 0
+        self.bad: set[tuple[int, int, int]] = set()
+        self.depth = 0
+        self.steps = 0
+
+    def pair(self) -> tuple[dict[int, list[tuple[bool, int]]], set[int]]:
+        items, _ = self.parse(0)
+        pieces: dict[int, list[tuple[bool, int]]] = {}
+        markers: set[int] = set()
+        for as_text, at, count in items:
+            if count:
+                pieces.setdefault(at, []).append((as_text, count))
+            else:
+                markers.add(at)
+        for kind, at, length in self.events:
+            if kind == _RUN and sum(count for _, count in pieces.get(at, ())) != length:
+                raise Decline("style pairing", at)  # cannot happen; never render a guess
+        return pieces, markers
+
+    # Items, in token order: (as text, run position, apostrophes), or (False, ":" position, 0).
+    def parse(self, context: int) -> tuple[list[tuple[bool, int, int]], tuple[bool, int, int] | None]:
+        """A context from the head to its closing run (its markup returned) or the end."""
+        ident = (self.index, self.offset, context)
+        if ident in self.bad:
+            raise _BadRoute(context)
+        self.depth += 1
+        if self.depth > MAX_STYLE_DEPTH:
+            raise Decline("style depth")
+        frame = [context]
+        items: list[tuple[bool, int, int]] = []
+        events = self.events
+        while True:
+            self.steps += 1
+            if self.steps > MAX_STYLE_STEPS:
+                raise Decline("style pairing steps")
+            if self.index >= len(events):
+                self.depth -= 1
+                if frame[0] & _STYLE_CONTEXT:
+                    self.bad.add(ident)
+                    raise _BadRoute(frame[0])
+                return items, None
+            kind, at, _length = events[self.index]
+            if kind == _RUN:
+                closing = self.style(frame, items)
+                if closing is not None:
+                    self.depth -= 1
+                    return items, closing
+                continue
+            if kind == _TERM:
+                frame[0] |= _DL_TERM
+            elif frame[0] & _DL_TERM:  # ":" or "\n" ends the term; a ":" is then a list marker
+                frame[0] ^= _DL_TERM
+                if kind == _COLON:
+                    items.append((False, at, 0))
+            self.index += 1
+
+    def style(self, frame: list[int], items: list) -> tuple[bool, int, int] | None:
+        """The run at the head (``_parse_style``); its closing markup if it closes this context."""
+        _kind, at, length = self.events[self.index]
+        ticks = length - self.offset
+        self.index += 1
+        self.offset = 0
+        if ticks > 5:
+            items.append((True, at, ticks - 5))
+            ticks = 5
+        elif ticks == 4:
+            items.append((True, at, 1))
+            ticks = 3
+        context = frame[0]
+        italics = context & _ITALICS
+        if (italics and ticks in (2, 5)) or (context & _BOLD and ticks in (3, 5)):
+            if ticks == 5:  # closes with '' (or '''); the rest is read again outside
+                self.index -= 1
+                self.offset = length - (3 if italics else 2)
+                return (False, at, 2 if italics else 3)
+            return (False, at, ticks)
+        if ticks == 2:
+            self.italics(items, at)
+        elif ticks == 3:
+            if self.bold(frame, items, at):
+                return (False, at, 2)
+        else:
+            self.italics_and_bold(items, at)
+        return None
+
+    def _try(self, context: int):
+        """``self.parse(context)``, or None with the head put back where it was."""
+        index, offset = self.index, self.offset
+        try:
+            return self.parse(context)
+        except _BadRoute as route:
+            self.index, self.offset = index, offset
+            return route
+
+    def italics(self, items: list, at: int) -> None:
+        result = self._try(_ITALICS)
+        if isinstance(result, _BadRoute):
+            if not result.context & _PASS_AGAIN:
+                items.append((True, at, 2))
+                return
+            result = self._try(_ITALICS | _SECOND_PASS)
+            if isinstance(result, _BadRoute):
+                items.append((True, at, 2))
+                return
+        body, closing = result
+        items.append((False, at, 2))
+        items.extend(body)
+        items.append(closing)
+
+    def bold(self, frame: list[int], items: list, at: int) -> bool:
+        """``_parse_bold``: True when the run, failing as bold, closes the italics around it."""
+        result = self._try(_BOLD)
+        if isinstance(result, _BadRoute):
+            if frame[0] & _SECOND_PASS:
+                items.append((True, at, 1))
+                return True
+            if frame[0] & _ITALICS:
+                frame[0] |= _PASS_AGAIN
+                items.append((True, at, 3))
+                return False
+            items.append((True, at, 1))
+            self.italics(items, at)
+            return False
+        body, closing = result
+        items.append((False, at, 3))
+        items.extend(body)
+        items.append(closing)
+        return False
+
+    def italics_and_bold(self, items: list, at: int) -> None:
+        result = self._try(_BOLD)
+        if isinstance(result, _BadRoute):
+            result = self._try(_ITALICS)
+            if isinstance(result, _BadRoute):
+                items.append((True, at, 5))
+                return
+            body, closing = result
+            second = self._try(_BOLD)
+            if isinstance(second, _BadRoute):
+                items.append((True, at, 3))
+                items.append((False, at, 2))
+                items.extend(body)
+                items.append(closing)
+                return
+            outer, inner = 3, 2  # <b><i>body</i>rest</b>
+        else:
+            body, closing = result
+            second = self._try(_ITALICS)
+            if isinstance(second, _BadRoute):
+                items.append((True, at, 2))
+                items.append((False, at, 3))
+                items.extend(body)
+                items.append(closing)
+                return
+            outer, inner = 2, 3  # <i><b>body</b>rest</i>
+        rest, rest_closing = second
+        items.append((False, at, outer))
+        items.append((False, at, inner))
+        items.extend(body)
+        items.append(closing)
+        items.extend(rest)
+        items.append(rest_closing)
 
 
 def _looks_like_url(text: str, pos: int) -> bool:
@@ -702,4 +1063,5 @@ def _matching_close(text: str, name: str, pos: int, end: int) -> int | None:
         elif not text.startswith("/>", text.find(">", match.end()) - 1):
             depth += 1
     return None
+
 

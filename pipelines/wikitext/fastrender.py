@@ -938,7 +938,7 @@ class _StylePairing:
         return None
 
     def _try(self, context: int):
-        """``self.parse(context)``, or None with the head put back where it was."""
+        """``self.parse(context)``, or its :class:`_BadRoute` with the head put back where it was."""
         index, offset = self.index, self.offset
         try:
             return self.parse(context)
@@ -956,10 +956,7 @@ class _StylePairing:
             if isinstance(result, _BadRoute):
                 items.append((True, at, 2))
                 return
-        body, closing = result
-        items.append((False, at, 2))
-        items.extend(body)
-        items.append(closing)
+        _add_styled(items, at, 2, result)
 
     def bold(self, frame: list[int], items: list, at: int) -> bool:
         """``_parse_bold``: True when the run, failing as bold, closes the italics around it."""
@@ -975,10 +972,7 @@ class _StylePairing:
             items.append((True, at, 1))
             self.italics(items, at)
             return False
-        body, closing = result
-        items.append((False, at, 3))
-        items.extend(body)
-        items.append(closing)
+        _add_styled(items, at, 3, result)
         return False
 
     def italics_and_bold(self, items: list, at: int) -> None:
@@ -988,32 +982,32 @@ class _StylePairing:
             if isinstance(result, _BadRoute):
                 items.append((True, at, 5))
                 return
-            body, closing = result
             second = self._try(_BOLD)
             if isinstance(second, _BadRoute):
                 items.append((True, at, 3))
-                items.append((False, at, 2))
-                items.extend(body)
-                items.append(closing)
+                _add_styled(items, at, 2, result)
                 return
             outer, inner = 3, 2  # <b><i>body</i>rest</b>
         else:
-            body, closing = result
             second = self._try(_ITALICS)
             if isinstance(second, _BadRoute):
                 items.append((True, at, 2))
-                items.append((False, at, 3))
-                items.extend(body)
-                items.append(closing)
+                _add_styled(items, at, 3, result)
                 return
             outer, inner = 2, 3  # <i><b>body</b>rest</i>
-        rest, rest_closing = second
         items.append((False, at, outer))
-        items.append((False, at, inner))
-        items.extend(body)
-        items.append(closing)
+        _add_styled(items, at, inner, result)
+        rest, rest_closing = second
         items.extend(rest)
         items.append(rest_closing)
+
+
+def _add_styled(items: list, at: int, ticks: int, parsed: tuple[list, tuple]) -> None:
+    """A style opened by ``ticks`` apostrophes at ``at``, then its parsed (body, closing markup)."""
+    body, closing = parsed
+    items.append((False, at, ticks))
+    items.extend(body)
+    items.append(closing)
 
 
 def _looks_like_url(text: str, pos: int) -> bool:

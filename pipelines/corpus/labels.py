@@ -551,14 +551,11 @@ def label_page(
     # them); within each, longest first, then leftmost: greedy, never overlapping links or labels.
     # The occurrences' keys (_find_occurrences) sort in that order; the target of one is that of its text.
     occurrences.sort()
-    shift = n.bit_length()
-    mask = (1 << shift) - 1
     for key in occurrences:
-        start = key & mask
-        end = start + n - ((key >> shift) & mask)
+        variant, start, end = _occurrence(key, n)
         if occupied.find(1, start, end) != -1:
             continue
-        target = (variants if key >> shift >> shift else targets)[folded[start:end]]
+        target = (variants if variant else targets)[folded[start:end]]
         if target.source == SAME_PAGE_NUMBER and not _whole_number(text, start, end):
             continue
         occupied[start:end] = b"\x01" * (end - start)

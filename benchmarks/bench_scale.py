@@ -22,7 +22,9 @@ after. The figures a user pays per unit of input come from differences between s
 * marginal RAM per byte of XML = (peak(x64) - peak(x8)) / (XML bytes(x64) - XML bytes(x8));
 * marginal CPU per page, the job's over wikiextractor's (runs of the same invocations), from the medians
   per size and, robust to the machine's speed changing between rounds, per round (``..._same_round``: the
-  job and wikiextractor run back to back in each round; at each size too, ``cpu_vs_wikiextractor_same_round``);
+  job and wikiextractor run back to back in each round; at each size too, ``cpu_vs_wikiextractor_same_round``),
+  and over the rounds run at one speed (``..._steady_rounds``: a fixed pure-Python workload timed before and
+  after every run, ``speed_probe_s``, moved by at most ``STEADY_SPREAD`` across the round's runs);
 * wall time with 2 workers / 1 worker at each size;
 * elements and bytes crossing shuffles per page, from the job's ``volume/*`` counters in ``stats.json``.
 
@@ -271,15 +273,38 @@ def parse_jobs(specs: list[str], max_sizes: list[str], cache: Path) -> list[Cont
     return out
 
 
+# A shared machine's speed changes for minutes at a time (the same run of the job has taken x3 the CPU seconds at
+# the same load). A fixed pure-Python workload (strings, a dict, a sort: the job's kind of work), timed right before
+# and after every run, tells the rounds run at one speed from those whose speed changed between their runs.
+STEADY_SPREAD = 1.2  # a round is steady when its runs' probes are within this factor of each other
+
+
+def speed_probe(repeat: int = 5) -> float:
+    """CPU seconds of a fixed workload in this process (median of ``repeat``; ~0.08 s each on a quiet machine)."""
+    times = []
+    for _ in range(repeat):
+        started = time.process_time()
+        words = [f"w{i % 997}x{i}" for i in range(200_000)]
+        counts: dict[str, int] = {}
+        for word in words:
+            counts[word[:4]] = counts.get(word[:4], 0) + 1
+        words.sort(key=len)
+        "".join(words).split("x")
+        times.append(time.process_time() - started)
+    return round(statistics.median(times), 4)
+
+
 def run_one(c: Contender, size: int, dump: dict, work: Path, extra: list[str], rss_limit: int | None) -> dict:
     out = work / f"out-{c.label.replace(' ', '_').replace(',', '')}-x{size}"
     subprocess.run(["rm", "-rf", str(out)], check=True)
     env = dict(os.environ)
     if c.code is not None:
         env["PYTHONPATH"] = str(c.code)  # the job's code, also in the runner's worker processes
+    probe_before = speed_probe()
     row = {"contender": c.label, "size": size, "commit": c.commit,
            **run_tree(c.command(dump, out, extra), cwd=c.code or REPO, env=env, rss_limit_bytes=rss_limit,
                       log_path=work / f"{out.name}.log")}
+    row["speed_probe_s"] = [probe_before, speed_probe()]
     if c.code is not None and row["rc"] == 0:
         stats = json.loads((out / "stats.json").read_text())
         counters = stats["counters"]
@@ -288,7 +313,8 @@ def run_one(c: Contender, size: int, dump: dict, work: Path, extra: list[str], r
         row["output_bytes"] = output_bytes(out)
     subprocess.run(["rm", "-rf", str(out)], check=True)
     print(f"  {c.label:<22} x{size:<4} rc {row['rc']}  cpu {row['cpu_s']:8.1f} s  wall {row['wall_s']:7.1f} s  "
-          f"peak {row['peak_rss_mib']:8.0f} MiB  ({row['processes']} proc)  load {row['load_before'][0]}",
+          f"peak {row['peak_rss_mib']:8.0f} MiB  ({row['processes']} proc)  load {row['load_before'][0]}  "
+          f"probe {row['speed_probe_s'][0]:.3f}/{row['speed_probe_s'][1]:.3f} s",
           flush=True)
     return row
 
@@ -300,27 +326,53 @@ def _median(rows: list[dict], key: str) -> float | None:
     return statistics.median(values) if values else None
 
 
-def _by_round(rows: list[dict], size: int) -> dict[tuple, float]:
-    """CPU seconds of the runs at ``size``, by (session, round); runs recorded before rounds were: none."""
-    return {(r["session"], r["round"]): r["cpu_s"] for r in rows if r["size"] == size and r.get("round") is not None}
+def _by_round(rows: list[dict], size: int) -> dict[tuple, dict]:
+    """The runs at ``size``, by (session, round); runs recorded before rounds were: none."""
+    return {(r["session"], r["round"]): r for r in rows if r["size"] == size and r.get("round") is not None}
 
 
-def _same_round_ratios(job: list[dict], baseline: list[dict], size: int) -> list[float]:
+def _spread(runs: list[dict]) -> float | None:
+    """How far the machine's speed moved across these runs: the largest speed probe over the smallest (None: a
+    run recorded before probes were)."""
+    probes = [p for r in runs for p in r.get("speed_probe_s") or [None]]
+    if not probes or None in probes or min(probes) <= 0:
+        return None
+    return max(probes) / min(probes)
+
+
+def _same_round_ratios(job: list[dict], baseline: list[dict], size: int) -> list[tuple[float, float | None]]:
     """The job's CPU over wikiextractor's at one size, per round that ran both (back to back, so a change of
-    the machine's speed between rounds, which a shared machine has, cancels)."""
+    the machine's speed between rounds, which a shared machine has, cancels), with the round's probe spread."""
     mine, theirs = _by_round(job, size), _by_round(baseline, size)
-    return [mine[k] / theirs[k] for k in sorted(mine.keys() & theirs.keys()) if theirs[k] > 0]
+    return [(mine[k]["cpu_s"] / theirs[k]["cpu_s"], _spread([mine[k], theirs[k]]))
+            for k in sorted(mine.keys() & theirs.keys()) if theirs[k]["cpu_s"] > 0]
 
 
-def _same_round_marginal_ratios(job: list[dict], baseline: list[dict], a: int, b: int, pages: int) -> list[float]:
-    """The marginal CPU per page between sizes a and b, the job's over wikiextractor's, per round that ran all four."""
+def _same_round_marginal_ratios(job: list[dict], baseline: list[dict], a: int, b: int,
+                                pages: int) -> list[tuple[float, float | None]]:
+    """The marginal CPU per page between sizes a and b, the job's over wikiextractor's, per round that ran all
+    four, with the round's probe spread over the four runs."""
     ja, jb, wa, wb = _by_round(job, a), _by_round(job, b), _by_round(baseline, a), _by_round(baseline, b)
     ratios = []
     for k in sorted(ja.keys() & jb.keys() & wa.keys() & wb.keys()):
-        wx = (wb[k] - wa[k]) / pages
+        wx = (wb[k]["cpu_s"] - wa[k]["cpu_s"]) / pages
         if wx > 0:
-            ratios.append((jb[k] - ja[k]) / pages / wx)
+            ratios.append(((jb[k]["cpu_s"] - ja[k]["cpu_s"]) / pages / wx, _spread([ja[k], jb[k], wa[k], wb[k]])))
     return ratios
+
+
+def _round_figures(ratios: list[tuple[float, float | None]]) -> dict[str, dict]:
+    """Per-round ratios -> their median over every round, and over the steady rounds (probe spread within
+    STEADY_SPREAD) where the rounds were probed."""
+    out = {"same_round": {"median": round(statistics.median(r for r, _ in ratios), 3), "rounds": len(ratios)}}
+    probed = [(r, spread) for r, spread in ratios if spread is not None]
+    if probed:
+        steady = [r for r, spread in probed if spread <= STEADY_SPREAD]
+        out["steady_rounds"] = {"median": round(statistics.median(steady), 3) if steady else None,
+                                "rounds": len(steady), "unsteady_rounds": len(probed) - len(steady),
+                                "ratios": [round(r, 3) for r, _ in probed],
+                                "probe_spreads": [round(spread, 3) for _, spread in probed]}
+    return out
 
 
 def summarise(runs: list[dict], inputs: dict[str, dict]) -> dict:
@@ -361,8 +413,8 @@ def summarise(runs: list[dict], inputs: dict[str, dict]) -> dict:
             for size, cell in by_size.items():
                 same = _same_round_ratios(mine, base, int(size))
                 if same:
-                    cell["cpu_vs_wikiextractor_same_round"] = {"median": round(statistics.median(same), 3),
-                                                               "rounds": len(same)}
+                    for kind, figures in _round_figures(same).items():
+                        cell[f"cpu_vs_wikiextractor_{kind}"] = figures
         entry: dict = {"sizes": by_size, "sessions": sorted(sessions)}
         sizes = sorted(int(s) for s in by_size)
         if len(sizes) > 1:
@@ -388,8 +440,8 @@ def summarise(runs: list[dict], inputs: dict[str, dict]) -> dict:
                         m["cpu_per_page_vs_wikiextractor"] = (round(m["cpu_ms_per_page"] / wx, 3) if wx > 0 else None)  # None: too small to measure
                     same = _same_round_marginal_ratios(mine, base, a, b, ib["pages"] - ia["pages"])
                     if same:
-                        m["cpu_per_page_vs_wikiextractor_same_round"] = {
-                            "median": round(statistics.median(same), 3), "rounds": len(same)}
+                        for kind, figures in _round_figures(same).items():
+                            m[f"cpu_per_page_vs_wikiextractor_{kind}"] = figures
                 entry["marginal"][f"x{a}->x{b}"] = m
         out[label] = entry
     # wall time with more workers / 1 worker, per job and size
@@ -416,7 +468,7 @@ def summarise(runs: list[dict], inputs: dict[str, dict]) -> dict:
             row["ram_bytes_per_xml_byte_at_least"] = {
                 f"x{done[-1]}->x{r['size']}": round((r["peak_rss_mib"] - small["peak_rss_mib"]) * 2**20 / extra_xml, 3)}
         unfinished.append(row)
-    return {"contenders": out, "wall_vs_1_worker": speedups, "unfinished": unfinished}
+    return {"contenders": out, "wall_vs_1_worker": speedups, "unfinished": unfinished, "steady_spread": STEADY_SPREAD}
 
 
 # ------------------------------------------------------------------------------------------ the plot
@@ -519,8 +571,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.exact_bytes:
         os.environ["WIKIEDM_JOIN_BYTES_SAMPLE"] = "1"  # the jobs inherit it
     contenders = parse_jobs(args.job, args.max_size, args.cache)
-    if not args.no_wikiextractor:
-        contenders.append(Contender(WIKIEXTRACTOR, None, None, 1))
+    if not args.no_wikiextractor:  # right after the first job (its 1-worker run): the two a round compares
+        contenders.insert(1, Contender(WIKIEXTRACTOR, None, None, 1))
     if not contenders:
         parser.error("nothing to run: give --job or leave wikiextractor on")
     previous = json.loads(args.json.read_text()) if args.json and args.json.exists() else {}

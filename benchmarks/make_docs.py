@@ -534,12 +534,14 @@ def render_scale_job(stem: str, data: dict) -> Section:
                                   num(m["cpu_ms_per_page"]),
                                   f"**{ratio(m['cpu_per_page_vs_wikiextractor'])}**"
                                   if m.get("cpu_per_page_vs_wikiextractor") is not None else "–",
-                                  _same_round(m.get("cpu_per_page_vs_wikiextractor_same_round"))])
+                                  _same_round(m.get("cpu_per_page_vs_wikiextractor_same_round")),
+                                  _steady_rounds(m.get("cpu_per_page_vs_wikiextractor_steady_rounds"))])
     if marginal_rows:
         body += "\n\nMarginal cost between two sizes (start-up cancels): what each further page or byte costs.\n\n"
         body += table(["", "between", "RAM bytes per byte of XML", "of it, anonymous (not mapped from files)",
                        "CPU ms per page", "CPU per page / wikiextractor's (medians per size)",
-                       "the same, per round (median of rounds)"], marginal_rows)
+                       "the same, per round (median of rounds)",
+                       "the same, rounds at one machine speed (median; per round: ratio, probe spread)"], marginal_rows)
         same_size = [f"{label} {ratio(c['cpu_vs_wikiextractor_same_round']['median'])} at ×{size}"
                      f" ({c['cpu_vs_wikiextractor_same_round']['rounds']} rounds)"
                      for label, entry in contenders.items()
@@ -547,7 +549,11 @@ def render_scale_job(stem: str, data: dict) -> Section:
                      if c.get("cpu_vs_wikiextractor_same_round")]
         body += ("\n\nThe medians per size may mix rounds run at different machine speeds (a shared machine's "
                  "speed changes for minutes at a time); a round runs the job and wikiextractor back to back at each "
-                 "size, so its ratio does not depend on that speed.")
+                 "size, so its ratio does not depend on a speed that changes between rounds.")
+        if data["summary"].get("steady_spread"):
+            body += (" A speed probe (a fixed pure-Python workload, timed before and after every run) shows the "
+                     "rounds whose speed changed within the round: a round counts as at one speed when its runs' "
+                     f"probes are within ×{data['summary']['steady_spread']} of each other.")
         if same_size:
             body += " Whole job / wikiextractor at one size, CPU, per round (median): " + "; ".join(same_size) + "."
     speed = data["summary"].get("wall_vs_1_worker", {})
@@ -577,6 +583,14 @@ def render_scale_job(stem: str, data: dict) -> Section:
                    f"{dump_name(data['dump'])} replicated {sizes} with new titles and anchor texts per copy, written "
                    "as a bz2 multistream dump with its index (100 pages per stream); each contender reads the same "
                    "file; medians of the runs shown; peak RSS is the sum over the process tree", body)
+
+
+def _steady_rounds(cell: dict | None) -> str:
+    if not cell:
+        return "–"
+    median = f"**{ratio(cell['median'])}**" if cell["median"] is not None else "none at one speed"
+    rounds = ", ".join(f"{ratio(r)} ({num(spread, 2)})" for r, spread in zip(cell["ratios"], cell["probe_spreads"]))
+    return f"{median} ({cell['rounds']} of {cell['rounds'] + cell['unsteady_rounds']}: {rounds})"
 
 
 def _same_round(cell: dict | None) -> str:

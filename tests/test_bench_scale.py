@@ -115,6 +115,36 @@ def test_same_round_ratios_cancel_a_change_of_machine_speed():
     assert "cpu_vs_wikiextractor_same_round" not in job["sizes"]["8"]
 
 
+def test_steady_rounds_leave_out_a_round_whose_machine_speed_changed_within_it():
+    """Round 1's x64 job run ran at half speed (its probes say so): the per-round median still counts it, the
+    steady-round median does not; runs without probes (older sessions) give no steady figure."""
+    inputs = {"8": {"pages": 100, "xml_bytes": 10**7}, "64": {"pages": 800, "xml_bytes": 8 * 10**7}}
+    runs = []
+    for round_ in range(3):
+        slow = 2 if round_ == 1 else 1
+        rows = [_run("job, 1 worker", 8, 1, round_, 30), _run("wikiextractor", 8, 1, round_, 10),
+                _run("job, 1 worker", 64, 1, round_, 100 * slow), _run("wikiextractor", 64, 1, round_, 45)]
+        for row in rows:
+            row["speed_probe_s"] = [0.1, 0.1]
+        rows[2]["speed_probe_s"] = [0.1, 0.1 * slow]
+        runs += rows
+    summary = bench_scale.summarise(runs, inputs)
+    marginal = summary["contenders"]["job, 1 worker"]["marginal"]["x8->x64"]
+    assert marginal["cpu_per_page_vs_wikiextractor_same_round"]["rounds"] == 3
+    steady = marginal["cpu_per_page_vs_wikiextractor_steady_rounds"]
+    assert steady["median"] == 2.0 and steady["rounds"] == 2 and steady["unsteady_rounds"] == 1
+    assert steady["probe_spreads"] == [1.0, 2.0, 1.0] and steady["ratios"][1] == 4.857  # (200 - 30) / (45 - 10)
+    assert summary["steady_spread"] == bench_scale.STEADY_SPREAD
+    for run in runs:
+        run.pop("speed_probe_s")
+    marginal = bench_scale.summarise(runs, inputs)["contenders"]["job, 1 worker"]["marginal"]["x8->x64"]
+    assert "cpu_per_page_vs_wikiextractor_steady_rounds" not in marginal
+
+
+def test_the_speed_probe_measures_cpu_time():
+    assert 0 < bench_scale.speed_probe(repeat=1) < 5
+
+
 def _failed_runs(folder: Path) -> str:
     """The end of each run's log, for the assertion message of a session that failed."""
     return "\n".join(f"{log.name}: {log.read_text(errors='replace')[-1500:]}" for log in folder.glob("runs-*/*.log"))

@@ -7,9 +7,9 @@ labeller's caches, Beam's and pyarrow's modules). With Python's default threshol
 the x64 scale input's pages (the lookup-and-label harness, same pages, same store). Cycles are still
 collected, less often: a young pass every 200,000 allocations, a full one every 20M at most. A young pass
 scans the objects made since the last one that are still alive, so the fewer passes, the more of a page's
-records are freed before one sees them: on the x8 scale input the collector's CPU after the first bundle
-was 0.11 s with 200,000 against 0.39 s with 50,000 (the young generation holds at most 200,000 objects,
-~20-30 MB, before its garbage cycles are collected).
+records are freed before one sees them: on the x8 scale input the collector's CPU after pipeline
+construction was 0.11-0.15 s with 200,000 against 0.37-0.52 s with 50,000, the heap frozen in both (the young
+generation holds at most 200,000 objects, ~20-30 MB, before its garbage cycles are collected).
 
 At its first bundle the process also freezes its heap (``gc.freeze``): the modules, the pipeline and the
 runner (~210,000 objects on the DirectRunner), made before any record and kept to its end. Full passes

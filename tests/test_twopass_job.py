@@ -14,6 +14,8 @@ from pipelines.corpus.lookup_store import (
     RESOLUTION,
     VOCAB_ID,
     LookupStore,
+    heads_path,
+    open_store,
     shard_name,
     stable_shard,
     write_shard,
@@ -47,8 +49,9 @@ def _build(tmp_path: Path, records, shards: int = 2) -> list[str]:
 def test_lookup_store_merges_records_per_title_and_is_deterministic(tmp_path: Path):
     one = _build(tmp_path / "a", RECORDS)
     two = _build(tmp_path / "b", list(reversed(RECORDS)))  # any order in: the same bytes out (sorted runs)
-    assert [hashlib.sha256(Path(p).read_bytes()).hexdigest() for p in one] == \
-           [hashlib.sha256(Path(p).read_bytes()).hexdigest() for p in two]
+    files = [(p, heads_path(p)) for p in one], [(p, heads_path(p)) for p in two]
+    assert [hashlib.sha256(Path(f).read_bytes()).hexdigest() for pair in files[0] for f in pair] == \
+           [hashlib.sha256(Path(f).read_bytes()).hexdigest() for pair in files[1] for f in pair]
     store = LookupStore(one)
     rows = store.get(["Paris", "Lutetia", "Twin", "Nowhere"])
     assert "Nowhere" not in rows  # a red link has no row
@@ -82,6 +85,27 @@ def test_stored_aliases_give_each_page_what_ranked_aliases_give(tmp_path: Path):
                 gated = stored.for_page(top, anchors, page)
                 assert gated == whole.for_page(top, anchors, page) == tuple(
                     a for a in whole.for_page(top, anchors) if a[0] in ("alias 2", "alias 30", "alias 7")), gated
+
+
+def test_lookup_store_reads_heads_beside_its_sqlite_file_and_refuses_a_truncated_one(tmp_path: Path):
+    """A shard is two files: its heads (each entity's head aliases, located by its title row) beside the SQLite
+    file. open_store copies both of a shard that is not local; a truncated heads file is a clear error."""
+    paths = _build(tmp_path / "a", RECORDS)
+    paris = LookupStore(paths).get(["Paris"])["Paris"][2]
+    assert [a[0] for a in paris.head] == ["Paris", "City of Light"]
+    copied = []
+
+    def copy_remote(path, local):
+        copied.append(Path(local).name)
+        Path(local).write_bytes(Path(path.removeprefix("remote:")).read_bytes())
+
+    store = open_store([f"remote:{p}" for p in paths], copy_remote)
+    assert sorted(copied) == sorted(n for p in paths for n in (Path(p).name, Path(heads_path(p)).name))
+    assert [a[0] for a in store.get(["Paris"])["Paris"][2].head] == ["Paris", "City of Light"]
+    shard = next(p for p in paths if stable_shard("Paris", 2) == paths.index(p))
+    Path(heads_path(shard)).write_bytes(Path(heads_path(shard)).read_bytes()[:-1])
+    with pytest.raises(ValueError, match="heads file .* is truncated"):
+        LookupStore(paths).get(["Paris"])
 
 
 def test_lookup_store_cache_keeps_part_of_a_cycle_bigger_than_itself(tmp_path: Path):

@@ -3,8 +3,8 @@
 Pass 2 labels each page with table lookups instead of joins: for every title (a page title or a link
 target) what it resolves to, for every entity its ranked aliases (what the labeller may use, capped per
 entity), its vocabulary id, and the smallest page id of the articles with that title (the article
-that describes the entity). All four are keyed by a title: one row per title holds them, its head aliases
-in a row of their own (table ``heads``) that the title row points to.
+that describes the entity). All four are keyed by a title: one row per title holds them, and points to
+its head aliases in the shard's heads file.
 
 An entity's aliases are split (``head_aliases``, the labeller's ``top_aliases_per_page``): the first ones,
 which every page that refers to the entity receives, are its head row; the others, which a page receives
@@ -14,11 +14,13 @@ as each alias's pickle beside an index from its gate keys (:func:`~pipelines.cor
 its positions, flat (:func:`encode_head`): a page decodes only the aliases whose keys it holds (an entity's
 aliases mostly share the page's first word, rarely its word pairs), and reading or caching a row costs little.
 
-The store is ``shards`` SQLite files (stdlib, maintained, read through the OS page cache:
-every process on a machine shares one copy). A title's shard is ``stable_shard(title, shards)``. A shard
-is built by :class:`StoreShardWriter` from its records in any order: they are sorted on local disk
-(:class:`~pipelines.external_sort.ExternalSorter`), merged per title, and inserted in key order, so
-the file is the same bytes for the same records, and no shard is ever held in memory whole.
+The store is ``shards`` pairs of files: a SQLite file (stdlib, maintained) of the title rows and the extra
+aliases, and beside it (:func:`heads_path`) the head blobs, concatenated in title order, which a title row
+locates by offset and size; both are read through the OS page cache (every process on a machine shares one
+copy). A title's shard is ``stable_shard(title, shards)``. A shard is built by :func:`write_shard` from its
+records in any order: they are sorted on local disk (:class:`~pipelines.external_sort.ExternalSorter`),
+merged per title, and written in key order, so the files are the same bytes for the same records, and no
+shard is ever held in memory whole.
 """
 from __future__ import annotations
 
@@ -45,21 +47,26 @@ ALIASES = 1  # value: the entity's ranked usable aliases, [(rank, packed alias),
 VOCAB_ID = 2  # value: the entity's vocabulary id
 FIRST_ARTICLE = 3  # value: the page id of an article with this title; the smallest is kept
 
-# An entity's head aliases are a row of their own table, not a column of its title's row: the titles B-tree
-# stays small (most of it in SQLite's page cache) and a title's search reads no alias pages. Measured on the
-# x64 scale input's store: a title read with its head ~3x faster than with the head inline.
-_SCHEMA = ("CREATE TABLE titles (title TEXT PRIMARY KEY, status TEXT, entity TEXT, head INTEGER, "
-           "vocab_id INTEGER, first_article INTEGER, more_aliases INTEGER) WITHOUT ROWID",
-           "CREATE TABLE heads (id INTEGER PRIMARY KEY, aliases BLOB)",
+# An entity's head aliases are not in SQLite but in the heads file, which its title's row locates (head_at,
+# head_size): the titles B-tree stays small (all of it in SQLite's page cache), and a head (~7 KB on the x64
+# scale input, most of the store's bytes) is one pread, not a walk of 2-3 overflow pages, each a read and a
+# copy (measured on that store's reads for 382 pages: 0.87 ms per page against 1.46 in a table of heads).
+_SCHEMA = ("CREATE TABLE titles (title TEXT PRIMARY KEY, status TEXT, entity TEXT, head_at INTEGER, "
+           "head_size INTEGER, vocab_id INTEGER, first_article INTEGER, more_aliases INTEGER) WITHOUT ROWID",
            "CREATE TABLE extra_aliases (entity TEXT, alias TEXT, position INTEGER, packed BLOB, "
            "PRIMARY KEY (entity, alias)) WITHOUT ROWID")
-_TITLE_QUERY = ("SELECT t.title, t.status, t.entity, h.aliases, t.vocab_id, t.first_article, t.more_aliases "
-                "FROM titles t LEFT JOIN heads h ON h.id = t.head WHERE t.title IN ({})")
+_TITLE_QUERY = ("SELECT title, status, entity, head_at, head_size, vocab_id, first_article, more_aliases "
+                "FROM titles WHERE title IN ({})")
 _BATCH = 500  # titles per SELECT ... IN (...) (SQLite's default limit of host parameters is 32766)
 
 
 def shard_name(index: int, count: int) -> str:
     return f"lookup-{index:05d}-of-{count:05d}.sqlite"
+
+
+def heads_path(path: str) -> str:
+    """The heads file of the shard whose SQLite file is ``path`` (beside it; a local path or a URL)."""
+    return f"{path}.heads"
 
 
 def _record_order(record):
@@ -148,9 +155,11 @@ def write_shard(records: Iterable[tuple], path: str, sort_buffer: int = 200_000,
 
 def write_sorted_shard(records: Iterable[tuple], path: str, head_aliases: int | None = None) -> int:
     """:func:`write_shard` of records already in (title, kind) order, with at most one RESOLUTION and
-    FIRST_ARTICLE per title (or the smallest first); returns the shard's rows."""
-    if os.path.exists(path):
-        os.remove(path)
+    FIRST_ARTICLE per title (or the smallest first); returns the shard's rows. Writes ``path`` and
+    :func:`heads_path` of it."""
+    for stale in (path, heads_path(path)):
+        if os.path.exists(stale):
+            os.remove(stale)
     rows = 0
     db = sqlite3.connect(path)
     try:
@@ -158,28 +167,30 @@ def write_sorted_shard(records: Iterable[tuple], path: str, head_aliases: int | 
         db.execute("PRAGMA synchronous=OFF")
         for statement in _SCHEMA:
             db.execute(statement)
-        batch, heads, extras = [], [], []
-        head_id = 0
-        for row, extra in merged_rows(records, head_aliases):
-            if row[3] is not None:
-                head_id += 1
-                heads.append((head_id, row[3]))
-                row = (*row[:3], head_id, *row[4:])
-            batch.append(row)
-            extras.extend(extra)
-            if len(batch) >= 10_000 or len(extras) >= 10_000:
-                rows += _insert(db, batch, heads, extras)
-                batch, heads, extras = [], [], []
-        rows += _insert(db, batch, heads, extras)
+        batch, extras = [], []
+        head_at = 0
+        with open(heads_path(path), "wb") as heads:
+            for row, extra in merged_rows(records, head_aliases):
+                title, status, entity, head, vocab_id, first_article, more = row
+                if head is None:
+                    batch.append((title, status, entity, None, None, vocab_id, first_article, more))
+                else:
+                    heads.write(head)
+                    batch.append((title, status, entity, head_at, len(head), vocab_id, first_article, more))
+                    head_at += len(head)
+                extras.extend(extra)
+                if len(batch) >= 10_000 or len(extras) >= 10_000:
+                    rows += _insert(db, batch, extras)
+                    batch, extras = [], []
+        rows += _insert(db, batch, extras)
         db.commit()
     finally:
         db.close()
     return rows
 
 
-def _insert(db, rows: list, heads: list, extras: list) -> int:
-    db.executemany("INSERT INTO titles VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
-    db.executemany("INSERT INTO heads VALUES (?, ?)", heads)
+def _insert(db, rows: list, extras: list) -> int:
+    db.executemany("INSERT INTO titles VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
     db.executemany("INSERT INTO extra_aliases VALUES (?, ?, ?, ?)", extras)
     return len(rows)
 
@@ -273,12 +284,14 @@ class LookupStore:
         self.paths = list(paths)
         self._dbs = [sqlite3.connect(f"file:{p}?mode=ro&immutable=1", uri=True, check_same_thread=False)
                      for p in self.paths]
-        # No memory map: the file is read through the OS page cache (one copy per machine, shared by the
+        # No memory map: the files are read through the OS page cache (one copy per machine, shared by the
         # processes, given back under pressure), and each process holds only SQLite's own small page cache
-        # (its default, ~2 MB per shard). Mapped, every page a process had touched counted in its RSS: ~0.35
-        # bytes per byte of XML at the margin on the x64 scale input, for a memcpy saved per page read.
+        # (its default, ~2 MB per shard; the titles, not the heads). Mapped, every page a process had touched
+        # counted in its RSS: ~0.35 bytes per byte of XML at the margin on the x64 scale input, for a memcpy
+        # saved per page read.
         for db in self._dbs:
             db.execute("PRAGMA mmap_size=0")
+        self._heads = [os.open(heads_path(p), os.O_RDONLY) for p in self.paths]
         self._cache: OrderedDict = OrderedDict()
         self._cache_titles = cache_titles
         # A hub entity holds thousands of aliases: the cache is bounded by the aliases it holds too, so its
@@ -316,14 +329,22 @@ class LookupStore:
                     found[title] = hit
                 continue
             missing_by_shard.setdefault(stable_shard(title, n), []).append(title)
+        pread = os.pread
         for shard, wanted in missing_by_shard.items():
             db = self._dbs[shard]
+            heads = self._heads[shard]
             got = {}
             for i in range(0, len(wanted), _BATCH):
                 part = wanted[i:i + _BATCH]
                 query = _TITLE_QUERY.format(",".join("?" * len(part)))
-                for title, status, entity, aliases, vocab_id, first, more in db.execute(query, part):
-                    stored = StoredAliases(aliases, more, title, db) if aliases is not None else None
+                for title, status, entity, head_at, head_size, vocab_id, first, more in db.execute(query, part):
+                    stored = None
+                    if head_at is not None:
+                        blob = pread(heads, head_size, head_at)
+                        if len(blob) != head_size:
+                            raise ValueError(f"lookup store heads file {heads_path(self.paths[shard])} is "
+                                             f"truncated: {len(blob)} of {head_size} bytes at {head_at}")
+                        stored = StoredAliases(blob, more, title, db)
                     got[title] = (status, entity, stored, vocab_id, first)
             for title in wanted:
                 value = got.get(title)
@@ -355,7 +376,9 @@ class LookupStore:
     def close(self) -> None:
         for db in self._dbs:
             db.close()
-        self._dbs = []
+        for heads in self._heads:
+            os.close(heads)
+        self._dbs, self._heads = [], []
 
 
 _ABSENT = object()
@@ -379,8 +402,8 @@ _OPEN_LOCK = threading.Lock()
 def open_store(paths: list[str], copy_remote) -> LookupStore:
     """The process's one LookupStore for these shard files, opened on first use.
 
-    ``copy_remote(path, local_path)`` copies a shard that is not on local disk (gs://...) once per
-    process, to a temporary folder (Dataflow workers: the tables reach them as files)."""
+    ``copy_remote(path, local_path)`` copies a shard's files (:func:`heads_path` too) that are not on local
+    disk (gs://...) once per process, to a temporary folder (Dataflow workers: the tables reach them as files)."""
     # A local file is known by its inode and time too: a later run in this process (tests, notebooks) that
     # rewrote the store at the same paths must not read the earlier run's files through old connections.
     key = tuple((p, os.stat(p).st_ino, os.stat(p).st_mtime_ns) if os.path.exists(p) else (p,) for p in paths)
@@ -397,6 +420,7 @@ def open_store(paths: list[str], copy_remote) -> LookupStore:
                     tmp = tempfile.mkdtemp(prefix="wikiedm-lookup-")
                 target = os.path.join(tmp, os.path.basename(path))
                 copy_remote(path, target)
+                copy_remote(heads_path(path), heads_path(target))
                 local.append(target)
             store = _OPEN[key] = LookupStore(local)
         return store

@@ -45,7 +45,15 @@ from pipelines.corpus.alias_table import (
     vocab_rows,
 )
 from pipelines.corpus.candidates import ranked_alias_rows
-from pipelines.corpus.lookup_store import ALIASES, FIRST_ARTICLE, RESOLUTION, VOCAB_ID, shard_name, write_sorted_shard
+from pipelines.corpus.lookup_store import (
+    ALIASES,
+    FIRST_ARTICLE,
+    RESOLUTION,
+    VOCAB_ID,
+    heads_path,
+    shard_name,
+    write_sorted_shard,
+)
 from pipelines.corpus.resolution import (
     ARTICLE,
     LOOP,
@@ -412,7 +420,7 @@ def _merge_histograms(histograms) -> dict:
 
 
 class WriteStoreShardFn(_TableStepFn):
-    """A shard's store runs -> its SQLite file under OUT/lookup/ -> (shard index, path)."""
+    """A shard's store runs -> its SQLite and heads files under OUT/lookup/ -> (shard index, SQLite file's path)."""
 
     step = "store"
 
@@ -430,10 +438,12 @@ class WriteStoreShardFn(_TableStepFn):
             records = map(_store_record, merged(self.paths(tagged, STORE_RUNS), _open))
             rows = write_sorted_shard(records, local, self.head_aliases)
             self.count("lookup/titles", rows)
-            self.count("lookup/shard_bytes", os.path.getsize(local))
-            with open(local, "rb") as src, storage.create(f"{path}.tmp") as dst:
-                shutil.copyfileobj(src, dst, 8 << 20)
-            storage.rename(f"{path}.tmp", path)
+            self.count("lookup/shard_bytes", os.path.getsize(local) + os.path.getsize(heads_path(local)))
+            # The heads file first: a shard's SQLite file in place means both are.
+            for source, target in ((heads_path(local), heads_path(path)), (local, path)):
+                with open(source, "rb") as src, storage.create(f"{target}.tmp") as dst:
+                    shutil.copyfileobj(src, dst, 8 << 20)
+                storage.rename(f"{target}.tmp", target)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         yield shard, path

@@ -70,6 +70,43 @@ def test_more_runs_than_can_be_open_are_merged_in_rounds(tmp_path: Path, monkeyp
     assert [p.name for p in tmp_path.iterdir()] == ["runs"]  # the rounds' temporary runs are gone
 
 
+@pytest.mark.parametrize("max_open", [2, 4, 7])
+def test_rounds_merge_only_the_smallest_excess_runs_and_keep_ties_in_run_order(tmp_path: Path, monkeypatch,
+                                                                                max_open: int):
+    """With more runs than MAX_OPEN_RUNS, a round merges only as many consecutive runs as are too many, those
+    with the fewest bytes, not every run: most records are read once. Ties keep sorted(paths)' order."""
+    import heapq
+
+    monkeypatch.setattr(sorted_runs, "MAX_OPEN_RUNS", max_open)
+    rng = random.Random(max_open)
+    runs, paths = [], []
+    for i in range(9):
+        records = [(rng.choice(["hub", "a", "b", "zz"]), rng.randrange(2), (i, n))
+                   for n in range([50, 40, 3, 2, 4, 60, 1, 30, 45][i])]
+        records.sort(key=sorted_runs.RECORD_ORDER)
+        paths.append(str(tmp_path / f"run-{i}.run"))
+        with open(paths[-1], "wb") as fh:
+            sorted_runs.write_run(records, fh)
+        runs.append(records)
+    written = []
+    write_run = sorted_runs.write_run
+
+    def counting_write_run(records, fh):
+        written.extend(records)
+        return write_run(records, fh)
+
+    monkeypatch.setattr(sorted_runs, "write_run", counting_write_run)
+    expected = list(heapq.merge(*runs, key=sorted_runs.RECORD_ORDER))
+    assert list(merged(list(reversed(paths)), storage.open_read, tmp_dir=str(tmp_path))) == expected
+    # 9 runs, 7 open at most: one round of the 3 smallest consecutive runs (2-4: 9 records); 4 open: runs 1-4
+    # (49 records), then of the 6 left the 3 last (6-8); 2 open: rounds until two are left
+    if max_open == 7:
+        assert sorted(written) == sorted(runs[2] + runs[3] + runs[4])
+    elif max_open == 4:
+        assert sorted(written) == sorted(r for run in runs[1:5] + runs[6:] for r in run)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(os.path.basename(p) for p in paths)
+
+
 def test_a_writer_needs_a_shard(tmp_path: Path):
     with pytest.raises(ValueError, match="shards"):
         RunWriter(str(tmp_path), 0, "p", storage.create)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Iterable, Iterator
 
-from pipelines.corpus.alias_table import SOURCE_REDIRECT, clean_alias
+from pipelines.corpus.alias_table import SOURCE_REDIRECT, SOURCE_TITLE, clean_alias
 from pipelines.corpus.labels import (
     LINKED,
     TITLE,
@@ -24,7 +24,6 @@ from pipelines.corpus.labels import (
     alias_form,
     alias_gate,
     alias_rejection_reason,
-    curated_name,
     evidence_rejection_reason,
     strip_disambiguation,
 )
@@ -54,16 +53,20 @@ def ranked_alias_rows(alias: str, rows: Iterable[tuple[str, str, int, float, tup
             yield entity, reason, None
         return
     form = None
+    trust_redirects = config.trust_redirects
     for _alias, entity, count, prior, sources in rows:
-        curated = curated_name(alias, entity, sources, config)
-        reason = evidence_rejection_reason(curated, count, prior, config)
+        # curated_name and alias_rank, with the entity's own-title test made once for both
+        own_title = alias == entity or alias == strip_disambiguation(entity)
+        curated = own_title or SOURCE_TITLE in sources or (trust_redirects and SOURCE_REDIRECT in sources)
+        reason = None if curated else evidence_rejection_reason(curated, count, prior, config)
         if reason is not None:
             yield entity, reason, None
             continue
         if form is None:
             form = alias_form(alias, config)
         # Only what the labeller reads per page: count and sources matter once, here (rank, curated).
-        yield entity, None, (alias_rank(alias, entity, count, sources), (alias, float(prior), curated, *form))
+        rank = (not own_title, -count, SOURCE_REDIRECT not in sources, alias)
+        yield entity, None, (rank, (alias, float(prior), curated, *form))
 
 
 class RankedAliases:

@@ -10,7 +10,8 @@ entity's link counts) on smaller tags than its requests and iterates the request
 Only the run paths cross Beam's shuffles. So the DirectRunner, which holds every shuffled collection in
 memory, holds paths, not records, and a Dataflow job's workers find the runs under the job's output
 folder (any filesystem of :mod:`wikiedm.storage`). Memory: one buffer per producer, and one batch per
-run being merged (at most :data:`MAX_OPEN_RUNS` open at once; more are merged in rounds on local disk),
+run being merged (at most :data:`MAX_OPEN_RUNS` open at once; the smallest excess runs are merged first on
+local disk),
 plus the records of one key that a run holds over more than one batch (:func:`merge_batches`; a run is
 at most one buffer).
 """
@@ -176,23 +177,40 @@ def merged_blocks(paths: Iterable[str], open_read: Callable, tmp_dir: str | None
         yield from _merge_open(paths, open_read)
         return
     tmp = tempfile.mkdtemp(prefix="wikiedm-runs-", dir=tmp_dir)
-    try:  # merge in rounds: each group of MAX_OPEN_RUNS runs into one local run
+    local: set[str] = set()
+
+    def reader(path: str):
+        return _open_local(path) if path in local else open_read(path)
+
+    try:  # merge in rounds, each into one local run, until MAX_OPEN_RUNS are left
         round_paths = paths
-        level = 0
         while len(round_paths) > MAX_OPEN_RUNS:
-            next_paths = []
-            for i in range(0, len(round_paths), MAX_OPEN_RUNS):
-                out = os.path.join(tmp, f"merge-{level}-{i // MAX_OPEN_RUNS:06d}.run")
-                reader = open_read if level == 0 else _open_local
-                with open(out, "wb") as fh:
-                    for block in _merge_open(round_paths[i:i + MAX_OPEN_RUNS], reader):
-                        write_run(block, fh)
-                next_paths.append(out)
-            round_paths = next_paths
-            level += 1
-        yield from _merge_open(round_paths, _open_local)
+            start, end = _smallest_window(round_paths, min(MAX_OPEN_RUNS, len(round_paths) - MAX_OPEN_RUNS + 1))
+            out = os.path.join(tmp, f"merge-{len(local):06d}.run")
+            with open(out, "wb") as fh:
+                for block in _merge_open(round_paths[start:end], reader):
+                    write_run(block, fh)
+            local.add(out)
+            round_paths = round_paths[:start] + [out] + round_paths[end:]
+        yield from _merge_open(round_paths, reader)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _smallest_window(paths: list[str], count: int) -> tuple[int, int]:
+    """(start, end) of the ``count`` consecutive runs with the fewest bytes (local files; others count 0).
+
+    A round merges only as many runs as are too many to open at once, not all of them: most records are read
+    once. The runs merged are consecutive in ``paths``' order and their merge takes their place, so ties
+    keep the order of ``sorted(paths)``."""
+    sizes = [os.path.getsize(p) if os.path.isfile(p) else 0 for p in paths]
+    window = sum(sizes[:count])
+    best, best_start = window, 0
+    for start in range(1, len(paths) - count + 1):
+        window += sizes[start + count - 1] - sizes[start - 1]
+        if window < best:
+            best, best_start = window, start
+    return best_start, best_start + count
 
 
 def _open_local(path: str):

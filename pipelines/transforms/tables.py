@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import heapq
+import itertools
 import marshal
 import os
 import shutil
@@ -290,25 +291,15 @@ class BuildAliasRowsFn(_TableStepFn):
         dropped: Counter = Counter()
         usable = 0
         with _young_objects_only():
+            add, dumps, labels = entities.add, marshal.dumps, self.labels
             for alias, records in grouped(self.paths(tagged, ALIAS_RUNS), _open):
-                per_entity: dict[str, list] = {}
-                for _key, _tag, (entity, n, source) in records:
-                    evidence = per_entity.get(entity)
-                    if evidence is None:
-                        per_entity[entity] = [n, {source}]
-                    else:
-                        evidence[0] += n
-                        evidence[1].add(source)
-                total = sum(count for count, _sources in per_entity.values())
-                first = len(batch)
-                for entity in sorted(per_entity):
-                    count, sources = per_entity[entity]
-                    batch.append((alias, entity, int(count), (count / total) if total else 0.0, tuple(sorted(sources))))
-                for entity, reason, ranked in ranked_alias_rows(alias, batch[first:], self.labels):
+                rows = _alias_rows(alias, records)
+                batch += rows
+                for entity, reason, ranked in ranked_alias_rows(alias, rows, labels):
                     if reason is None:
                         usable += 1
                         rank, packed = ranked
-                        entities.add(entity, RANKED_ALIAS, (rank, marshal.dumps(packed, MARSHAL_VERSION)))
+                        add(entity, RANKED_ALIAS, (rank, dumps(packed, MARSHAL_VERSION)))
                     else:
                         dropped[reason] += 1
                 if len(batch) >= self.row_group_rows:
@@ -323,6 +314,29 @@ class BuildAliasRowsFn(_TableStepFn):
             self.count(f"label_aliases_dropped/{reason}", dropped[reason])
         yield {"path": relative, "bytes": size, "sha256": sha256, "rows": parquet.rows, "kind": "alias_table"}
         yield from self.close(ENTITY_RUNS, entities)
+
+
+def _alias_rows(alias: str, records) -> list[tuple]:
+    """An alias's evidence records (entity, links, source) -> its alias table rows, as tuples in the table's
+    column order: count and sources summed per entity, prior = count / the alias's links, by entity."""
+    _key, _tag, (entity, n, source) = next(records)
+    second = next(records, None)
+    if second is None:  # most aliases: one record (then prior = n / n, or 0.0 without links)
+        return [(alias, entity, int(n), 1.0 if n else 0.0, (source,))]
+    per_entity: dict[str, list] = {entity: [n, {source}]}
+    for _key, _tag, (entity, n, source) in itertools.chain((second,), records):
+        evidence = per_entity.get(entity)
+        if evidence is None:
+            per_entity[entity] = [n, {source}]
+        else:
+            evidence[0] += n
+            evidence[1].add(source)
+    total = sum(count for count, _sources in per_entity.values())
+    rows = []
+    for entity in sorted(per_entity):
+        count, sources = per_entity[entity]
+        rows.append((alias, entity, int(count), (count / total) if total else 0.0, tuple(sorted(sources))))
+    return rows
 
 
 def _table(rows: list[tuple], schema: pa.Schema) -> pa.Table:

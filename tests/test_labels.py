@@ -621,6 +621,21 @@ def test_whole_word_tokens_equal_the_token_pattern_for_every_code_point():
     assert _whole_word_tokens("") == [] and _whole_word_tokens(" \n\t") == []
 
 
+def test_fold_maps_every_other_space_to_a_blank_and_keeps_every_other_code_point():
+    """_fold skips its regex pass when the text is printable once its newlines are blanks: the same text as the
+    regex alone gives, for every code point, alone and beside a newline and an other space."""
+    import sys
+
+    from pipelines.corpus.labels import _OTHER_SPACE, _fold
+
+    chars = [chr(cp) for cp in range(sys.maxunicode + 1) if not 0xD800 <= cp < 0xE000]
+    for c in chars:
+        for text in (c, f"a{c}\nb", f"{c}\u00a0x"):
+            expected = _OTHER_SPACE.sub(" ", text)
+            assert _fold(text, True) == expected, hex(ord(c))
+    assert _fold("Paris\n\tIs\u2028", False) == "paris  is "
+
+
 def test_loose_forms_lower_the_first_letter_and_cut_plural_endings():
     """Against the rule written plainly, on tokens starting with every character lower() changes (it may
     lengthen one) and every ASCII one."""

@@ -23,8 +23,10 @@ after. The figures a user pays per unit of input come from differences between s
 * marginal CPU per page, the job's over wikiextractor's (runs of the same invocations), from the medians
   per size and, robust to the machine's speed changing between rounds, per round (``..._same_round``: the
   job and wikiextractor run back to back in each round; at each size too, ``cpu_vs_wikiextractor_same_round``),
-  and over the rounds run at one speed (``..._steady_rounds``: a fixed pure-Python workload timed before and
-  after every run, ``speed_probe_s``, moved by at most ``STEADY_SPREAD`` across the round's runs);
+  over the rounds run at one speed (``..._steady_rounds``: a fixed pure-Python workload, timed before and after
+  every run, ``speed_probe_s``, and every few seconds during it, ``speed_probe_during_s``, gives each run's
+  speed; steady: within ``STEADY_SPREAD`` across the round's runs), and per round with each run's CPU divided
+  by its speed (``..._speed_adjusted``: what a speed change within a round would otherwise add);
 * wall time with 2 workers / 1 worker at each size;
 * elements and bytes crossing shuffles per page, from the job's ``volume/*`` counters in ``stats.json``.
 
@@ -121,8 +123,10 @@ def _session_members(sid: int) -> dict[int, _Proc]:
 
 
 def run_tree(cmd: list[str], cwd: Path, env: dict[str, str] | None = None, interval_s: float = 0.2,
-             rss_limit_bytes: int | None = None, log_path: Path | None = None) -> dict:
-    """Run ``cmd`` in a session of its own; measure its whole process tree (see the module's doc)."""
+             rss_limit_bytes: int | None = None, log_path: Path | None = None,
+             probe_every_s: float | None = None) -> dict:
+    """Run ``cmd`` in a session of its own; measure its whole process tree (see the module's doc); with
+    ``probe_every_s``, time the speed probe (one repeat) that often while it runs."""
     log = open(log_path, "wb") if log_path else subprocess.DEVNULL
     load_before = os.getloadavg()
     started = time.perf_counter()
@@ -132,6 +136,8 @@ def run_tree(cmd: list[str], cwd: Path, env: dict[str, str] | None = None, inter
     last_cpu: dict[int, float] = {}
     killed = False
     status = rusage = None
+    probes: list[float] = []
+    next_probe = started + (probe_every_s or 0)
     while status is None:
         members = _session_members(proc.pid)
         peak_rss = max(peak_rss, sum(m.rss for m in members.values()))
@@ -146,6 +152,9 @@ def run_tree(cmd: list[str], cwd: Path, env: dict[str, str] | None = None, inter
         pid, status, rusage = os.wait4(proc.pid, os.WNOHANG)
         if pid == 0:
             status = None
+            if probe_every_s and time.perf_counter() >= next_probe:
+                probes.append(speed_probe(repeat=1))
+                next_probe = time.perf_counter() + probe_every_s
             time.sleep(interval_s)
     wall = time.perf_counter() - started
     proc.returncode = os.waitstatus_to_exitcode(status)
@@ -183,6 +192,7 @@ def run_tree(cmd: list[str], cwd: Path, env: dict[str, str] | None = None, inter
         "leftover_processes": len(leftovers),
         "load_before": [round(x, 2) for x in load_before],
         "load_after": [round(x, 2) for x in os.getloadavg()],
+        **({"speed_probe_during_s": probes} if probe_every_s else {}),
     }
 
 
@@ -273,10 +283,12 @@ def parse_jobs(specs: list[str], max_sizes: list[str], cache: Path) -> list[Cont
     return out
 
 
-# A shared machine's speed changes for minutes at a time (the same run of the job has taken x3 the CPU seconds at
-# the same load). A fixed pure-Python workload (strings, a dict, a sort: the job's kind of work), timed right before
-# and after every run, tells the rounds run at one speed from those whose speed changed between their runs.
-STEADY_SPREAD = 1.2  # a round is steady when its runs' probes are within this factor of each other
+# A shared machine's speed changes, for seconds to minutes at a time (the same run of the job has taken x3 the CPU
+# seconds at the same load). A fixed pure-Python workload (strings, a dict, a sort: the job's kind of work), timed
+# before and after every run and every PROBE_EVERY_S while it runs (in this process: ~2% of one core), gives each
+# run's speed: the rounds run at one speed are told from the others, and a run's CPU can be put at one speed.
+STEADY_SPREAD = 1.2  # a round is steady when its runs' speeds are within this factor of each other
+PROBE_EVERY_S = 5.0
 
 
 def speed_probe(repeat: int = 5) -> float:
@@ -303,7 +315,7 @@ def run_one(c: Contender, size: int, dump: dict, work: Path, extra: list[str], r
     probe_before = speed_probe()
     row = {"contender": c.label, "size": size, "commit": c.commit,
            **run_tree(c.command(dump, out, extra), cwd=c.code or REPO, env=env, rss_limit_bytes=rss_limit,
-                      log_path=work / f"{out.name}.log")}
+                      log_path=work / f"{out.name}.log", probe_every_s=PROBE_EVERY_S)}
     row["speed_probe_s"] = [probe_before, speed_probe()]
     if c.code is not None and row["rc"] == 0:
         stats = json.loads((out / "stats.json").read_text())
@@ -331,41 +343,68 @@ def _by_round(rows: list[dict], size: int) -> dict[tuple, dict]:
     return {(r["session"], r["round"]): r for r in rows if r["size"] == size and r.get("round") is not None}
 
 
+def run_speed(run: dict) -> float | None:
+    """The machine's speed during a run: the median of its probes' seconds (before, during, after; larger is
+    slower), or None for a run recorded before probes were."""
+    probes = [*(run.get("speed_probe_s") or ()), *(run.get("speed_probe_during_s") or ())]
+    return statistics.median(probes) if probes and min(probes) > 0 else None
+
+
 def _spread(runs: list[dict]) -> float | None:
-    """How far the machine's speed moved across these runs: the largest speed probe over the smallest (None: a
-    run recorded before probes were)."""
-    probes = [p for r in runs for p in r.get("speed_probe_s") or [None]]
-    if not probes or None in probes or min(probes) <= 0:
+    """How far the machine's speed moved across these runs: the slowest run's speed over the fastest's (None:
+    a run recorded before probes were)."""
+    speeds = [run_speed(r) for r in runs]
+    if not speeds or None in speeds:
         return None
-    return max(probes) / min(probes)
+    return max(speeds) / min(speeds)
 
 
-def _same_round_ratios(job: list[dict], baseline: list[dict], size: int) -> list[tuple[float, float | None]]:
+def _same_round_ratios(job: list[dict], baseline: list[dict], size: int) -> list[tuple]:
     """The job's CPU over wikiextractor's at one size, per round that ran both (back to back, so a change of
-    the machine's speed between rounds, which a shared machine has, cancels), with the round's probe spread."""
+    the machine's speed between rounds, which a shared machine has, cancels): (ratio, the round's speed
+    spread, the ratio with each run's CPU at one speed)."""
     mine, theirs = _by_round(job, size), _by_round(baseline, size)
-    return [(mine[k]["cpu_s"] / theirs[k]["cpu_s"], _spread([mine[k], theirs[k]]))
-            for k in sorted(mine.keys() & theirs.keys()) if theirs[k]["cpu_s"] > 0]
+    out = []
+    for k in sorted(mine.keys() & theirs.keys()):
+        if theirs[k]["cpu_s"] <= 0:
+            continue
+        two = [mine[k], theirs[k]]
+        speeds = [run_speed(r) for r in two]
+        adjusted = None if None in speeds else (two[0]["cpu_s"] / speeds[0]) / (two[1]["cpu_s"] / speeds[1])
+        out.append((two[0]["cpu_s"] / two[1]["cpu_s"], _spread(two), adjusted))
+    return out
 
 
-def _same_round_marginal_ratios(job: list[dict], baseline: list[dict], a: int, b: int,
-                                pages: int) -> list[tuple[float, float | None]]:
+def _marginal_ratio(ja: float, jb: float, wa: float, wb: float) -> float | None:
+    return (jb - ja) / (wb - wa) if wb > wa else None
+
+
+def _same_round_marginal_ratios(job: list[dict], baseline: list[dict], a: int,
+                                b: int) -> list[tuple[float, float | None, float | None]]:
     """The marginal CPU per page between sizes a and b, the job's over wikiextractor's, per round that ran all
-    four, with the round's probe spread over the four runs."""
+    four: (ratio, the round's speed spread over the four runs, the ratio with each run's CPU at one speed)."""
     ja, jb, wa, wb = _by_round(job, a), _by_round(job, b), _by_round(baseline, a), _by_round(baseline, b)
     ratios = []
     for k in sorted(ja.keys() & jb.keys() & wa.keys() & wb.keys()):
-        wx = (wb[k]["cpu_s"] - wa[k]["cpu_s"]) / pages
-        if wx > 0:
-            ratios.append(((jb[k]["cpu_s"] - ja[k]["cpu_s"]) / pages / wx, _spread([ja[k], jb[k], wa[k], wb[k]])))
+        four = [ja[k], jb[k], wa[k], wb[k]]
+        ratio = _marginal_ratio(*(r["cpu_s"] for r in four))
+        if ratio is None:
+            continue
+        speeds = [run_speed(r) for r in four]
+        adjusted = None if None in speeds else _marginal_ratio(*(r["cpu_s"] / v for r, v in zip(four, speeds)))
+        ratios.append((ratio, _spread(four), adjusted))
     return ratios
 
 
-def _round_figures(ratios: list[tuple[float, float | None]]) -> dict[str, dict]:
-    """Per-round ratios -> their median over every round, and over the steady rounds (probe spread within
-    STEADY_SPREAD) where the rounds were probed."""
-    out = {"same_round": {"median": round(statistics.median(r for r, _ in ratios), 3), "rounds": len(ratios)}}
-    probed = [(r, spread) for r, spread in ratios if spread is not None]
+def _round_figures(ratios: list[tuple]) -> dict[str, dict]:
+    """Per-round (ratio, speed spread[, ratio at one speed]) -> the median over every round, over the steady
+    rounds (speed spread within STEADY_SPREAD), and of the ratios at one speed, where the rounds were probed."""
+    out = {"same_round": {"median": round(statistics.median(r[0] for r in ratios), 3), "rounds": len(ratios)}}
+    adjusted = [r[2] for r in ratios if len(r) > 2 and r[2] is not None]
+    if adjusted:
+        out["speed_adjusted"] = {"median": round(statistics.median(adjusted), 3), "rounds": len(adjusted),
+                                 "ratios": [round(r, 3) for r in adjusted]}
+    probed = [(r[0], r[1]) for r in ratios if r[1] is not None]
     if probed:
         steady = [r for r, spread in probed if spread <= STEADY_SPREAD]
         out["steady_rounds"] = {"median": round(statistics.median(steady), 3) if steady else None,
@@ -438,7 +477,7 @@ def summarise(runs: list[dict], inputs: dict[str, dict]) -> dict:
                         wx = 1000 * (wb - wa) / (ib["pages"] - ia["pages"])
                         m["wikiextractor_cpu_ms_per_page"] = round(wx, 3)
                         m["cpu_per_page_vs_wikiextractor"] = (round(m["cpu_ms_per_page"] / wx, 3) if wx > 0 else None)  # None: too small to measure
-                    same = _same_round_marginal_ratios(mine, base, a, b, ib["pages"] - ia["pages"])
+                    same = _same_round_marginal_ratios(mine, base, a, b)
                     if same:
                         for kind, figures in _round_figures(same).items():
                             m[f"cpu_per_page_vs_wikiextractor_{kind}"] = figures

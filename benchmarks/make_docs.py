@@ -535,13 +535,15 @@ def render_scale_job(stem: str, data: dict) -> Section:
                                   f"**{ratio(m['cpu_per_page_vs_wikiextractor'])}**"
                                   if m.get("cpu_per_page_vs_wikiextractor") is not None else "–",
                                   _same_round(m.get("cpu_per_page_vs_wikiextractor_same_round")),
-                                  _steady_rounds(m.get("cpu_per_page_vs_wikiextractor_steady_rounds"))])
+                                  _steady_rounds(m.get("cpu_per_page_vs_wikiextractor_steady_rounds")),
+                                  _speed_adjusted(m.get("cpu_per_page_vs_wikiextractor_speed_adjusted"))])
     if marginal_rows:
         body += "\n\nMarginal cost between two sizes (start-up cancels): what each further page or byte costs.\n\n"
         body += table(["", "between", "RAM bytes per byte of XML", "of it, anonymous (not mapped from files)",
                        "CPU ms per page", "CPU per page / wikiextractor's (medians per size)",
                        "the same, per round (median of rounds)",
-                       "the same, rounds at one machine speed (median; per round: ratio, probe spread)"], marginal_rows)
+                       "the same, rounds at one machine speed (median; per round: ratio, speed spread)",
+                       "the same, each run's CPU at one speed (median; per round)"], marginal_rows)
         same_size = [f"{label} {ratio(c['cpu_vs_wikiextractor_same_round']['median'])} at ×{size}"
                      f" ({c['cpu_vs_wikiextractor_same_round']['rounds']} rounds)"
                      for label, entry in contenders.items()
@@ -551,9 +553,11 @@ def render_scale_job(stem: str, data: dict) -> Section:
                  "speed changes for minutes at a time); a round runs the job and wikiextractor back to back at each "
                  "size, so its ratio does not depend on a speed that changes between rounds.")
         if data["summary"].get("steady_spread"):
-            body += (" A speed probe (a fixed pure-Python workload, timed before and after every run) shows the "
-                     "rounds whose speed changed within the round: a round counts as at one speed when its runs' "
-                     f"probes are within ×{data['summary']['steady_spread']} of each other.")
+            body += (" A speed probe (a fixed pure-Python workload, timed before, after and every few seconds "
+                     "during every run, in the benchmark's own process) gives each run's speed (the median of its "
+                     "probes): a round counts as at one speed when its runs' speeds are within "
+                     f"×{data['summary']['steady_spread']} of each other, and dividing each run's CPU by its speed "
+                     "puts the runs of a round at one speed.")
         if same_size:
             body += " Whole job / wikiextractor at one size, CPU, per round (median): " + "; ".join(same_size) + "."
     speed = data["summary"].get("wall_vs_1_worker", {})
@@ -591,6 +595,12 @@ def _steady_rounds(cell: dict | None) -> str:
     median = f"**{ratio(cell['median'])}**" if cell["median"] is not None else "none at one speed"
     rounds = ", ".join(f"{ratio(r)} ({num(spread, 2)})" for r, spread in zip(cell["ratios"], cell["probe_spreads"]))
     return f"{median} ({cell['rounds']} of {cell['rounds'] + cell['unsteady_rounds']}: {rounds})"
+
+
+def _speed_adjusted(cell: dict | None) -> str:
+    if not cell:
+        return "–"
+    return f"**{ratio(cell['median'])}** ({', '.join(ratio(r) for r in cell['ratios'])})"
 
 
 def _same_round(cell: dict | None) -> str:

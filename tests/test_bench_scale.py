@@ -126,7 +126,9 @@ def test_steady_rounds_leave_out_a_round_whose_machine_speed_changed_within_it()
                 _run("job, 1 worker", 64, 1, round_, 100 * slow), _run("wikiextractor", 64, 1, round_, 45)]
         for row in rows:
             row["speed_probe_s"] = [0.1, 0.1]
-        rows[2]["speed_probe_s"] = [0.1, 0.1 * slow]
+        if slow > 1:  # slow from the start of the run: its probes during it and after it say so
+            rows[2]["speed_probe_s"] = [0.1, 0.2]
+            rows[2]["speed_probe_during_s"] = [0.2, 0.2, 0.2]
         runs += rows
     summary = bench_scale.summarise(runs, inputs)
     marginal = summary["contenders"]["job, 1 worker"]["marginal"]["x8->x64"]
@@ -135,14 +137,22 @@ def test_steady_rounds_leave_out_a_round_whose_machine_speed_changed_within_it()
     assert steady["median"] == 2.0 and steady["rounds"] == 2 and steady["unsteady_rounds"] == 1
     assert steady["probe_spreads"] == [1.0, 2.0, 1.0] and steady["ratios"][1] == 4.857  # (200 - 30) / (45 - 10)
     assert summary["steady_spread"] == bench_scale.STEADY_SPREAD
+    # each run's CPU at one speed (its probes' median): the slow run's 200 s at half speed count as 100: every round gives 2.0
+    assert marginal["cpu_per_page_vs_wikiextractor_speed_adjusted"] == {"median": 2.0, "rounds": 3,
+                                                                         "ratios": [2.0, 2.0, 2.0]}
     for run in runs:
         run.pop("speed_probe_s")
+        run.pop("speed_probe_during_s", None)
     marginal = bench_scale.summarise(runs, inputs)["contenders"]["job, 1 worker"]["marginal"]["x8->x64"]
     assert "cpu_per_page_vs_wikiextractor_steady_rounds" not in marginal
+    assert "cpu_per_page_vs_wikiextractor_speed_adjusted" not in marginal
 
 
-def test_the_speed_probe_measures_cpu_time():
+def test_the_speed_probe_measures_cpu_time_and_runs_during_a_run(tmp_path):
     assert 0 < bench_scale.speed_probe(repeat=1) < 5
+    row = bench_scale.run_tree([sys.executable, "-c", "import time; time.sleep(1.2)"], cwd=tmp_path,
+                               probe_every_s=0.3)
+    assert row["rc"] == 0 and len(row["speed_probe_during_s"]) >= 2
 
 
 def _failed_runs(folder: Path) -> str:

@@ -23,10 +23,9 @@ after. The figures a user pays per unit of input come from differences between s
 * marginal CPU per page, the job's over wikiextractor's (runs of the same invocations), from the medians
   per size and, robust to the machine's speed changing between rounds, per round (``..._same_round``: the
   job and wikiextractor run back to back in each round; at each size too, ``cpu_vs_wikiextractor_same_round``),
-  over the rounds run at one speed (``..._steady_rounds``: a fixed pure-Python workload, timed before and after
-  every run, ``speed_probe_s``, and every few seconds during it, ``speed_probe_during_s``, gives each run's
-  speed; steady: within ``STEADY_SPREAD`` across the round's runs), and per round with each run's CPU divided
-  by its speed (``..._speed_adjusted``: what a speed change within a round would otherwise add);
+  over the rounds run at one speed (``..._steady_rounds``: a fixed pure-Python workload, timed right before and
+  right after every run, ``speed_probe_s``, gives each run's speed; steady: within ``STEADY_SPREAD`` across the
+  round's runs), and per round with each run's CPU divided by its speed (``..._speed_adjusted``);
 * wall time with 2 workers / 1 worker at each size;
 * elements and bytes crossing shuffles per page, from the job's ``volume/*`` counters in ``stats.json``.
 
@@ -285,10 +284,11 @@ def parse_jobs(specs: list[str], max_sizes: list[str], cache: Path) -> list[Cont
 
 # A shared machine's speed changes, for seconds to minutes at a time (the same run of the job has taken x3 the CPU
 # seconds at the same load). A fixed pure-Python workload (strings, a dict, a sort: the job's kind of work), timed
-# before and after every run and every PROBE_EVERY_S while it runs (in this process: ~2% of one core), gives each
-# run's speed: the rounds run at one speed are told from the others, and a run's CPU can be put at one speed.
+# right before and right after every run, gives each run's speed: the rounds run at one speed are told from the
+# others, and a run's CPU can be put at one speed. Probes timed while a run runs (--probe_during_s) are kept for
+# reading but not used: they share the cores and caches with the run, so they measure the run too (during
+# wikiextractor's 4 processes the probe takes ~2x as long as during the job's one).
 STEADY_SPREAD = 1.2  # a round is steady when its runs' speeds are within this factor of each other
-PROBE_EVERY_S = 5.0
 
 
 def speed_probe(repeat: int = 5) -> float:
@@ -306,7 +306,8 @@ def speed_probe(repeat: int = 5) -> float:
     return round(statistics.median(times), 4)
 
 
-def run_one(c: Contender, size: int, dump: dict, work: Path, extra: list[str], rss_limit: int | None) -> dict:
+def run_one(c: Contender, size: int, dump: dict, work: Path, extra: list[str], rss_limit: int | None,
+            probe_during_s: float | None = None) -> dict:
     out = work / f"out-{c.label.replace(' ', '_').replace(',', '')}-x{size}"
     subprocess.run(["rm", "-rf", str(out)], check=True)
     env = dict(os.environ)
@@ -315,7 +316,7 @@ def run_one(c: Contender, size: int, dump: dict, work: Path, extra: list[str], r
     probe_before = speed_probe()
     row = {"contender": c.label, "size": size, "commit": c.commit,
            **run_tree(c.command(dump, out, extra), cwd=c.code or REPO, env=env, rss_limit_bytes=rss_limit,
-                      log_path=work / f"{out.name}.log", probe_every_s=PROBE_EVERY_S)}
+                      log_path=work / f"{out.name}.log", probe_every_s=probe_during_s)}
     row["speed_probe_s"] = [probe_before, speed_probe()]
     if c.code is not None and row["rc"] == 0:
         stats = json.loads((out / "stats.json").read_text())
@@ -344,10 +345,10 @@ def _by_round(rows: list[dict], size: int) -> dict[tuple, dict]:
 
 
 def run_speed(run: dict) -> float | None:
-    """The machine's speed during a run: the median of its probes' seconds (before, during, after; larger is
-    slower), or None for a run recorded before probes were."""
-    probes = [*(run.get("speed_probe_s") or ()), *(run.get("speed_probe_during_s") or ())]
-    return statistics.median(probes) if probes and min(probes) > 0 else None
+    """The machine's speed around a run: the mean of the probes' seconds right before and right after it
+    (larger is slower), or None for a run recorded before probes were."""
+    probes = run.get("speed_probe_s") or ()
+    return statistics.fmean(probes) if probes and min(probes) > 0 else None
 
 
 def _spread(runs: list[dict]) -> float | None:
@@ -602,6 +603,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="encode every join request to count shuffled bytes (WIKIEDM_JOIN_BYTES_SAMPLE=1), not a "
                              "1-in-16 sample: exact bytes on a small dump, at some CPU (do not time such runs); "
                              "for a CODE whose job has key joins (the old job): the job as it is now has none")
+    parser.add_argument("--probe_during_s", type=float, default=0.0,
+                        help="also time the speed probe this often while a run runs (0: never); kept in the results "
+                             "for reading, not used in the figures (such a probe shares the machine with the run)")
     parser.add_argument("--json", type=Path, help="results file: runs are added to the ones already in it")
     parser.add_argument("--plot", type=Path)
     args = parser.parse_args(argv)
@@ -630,7 +634,7 @@ def main(argv: list[str] | None = None) -> int:
             for c in contenders:
                 if c.max_size is not None and size > c.max_size:
                     continue
-                row = run_one(c, size, inputs[str(size)], work, extra, rss_limit)
+                row = run_one(c, size, inputs[str(size)], work, extra, rss_limit, args.probe_during_s or None)
                 runs.append({"session": session, "round": i, "started": started, "job_flags": extra,
                              "exact_bytes": args.exact_bytes, **row})
                 if args.json:  # after every run: a long session interrupted keeps what it measured

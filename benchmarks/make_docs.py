@@ -553,9 +553,8 @@ def render_scale_job(stem: str, data: dict) -> Section:
                  "speed changes for minutes at a time); a round runs the job and wikiextractor back to back at each "
                  "size, so its ratio does not depend on a speed that changes between rounds.")
         if data["summary"].get("steady_spread"):
-            body += (" A speed probe (a fixed pure-Python workload, timed before, after and every few seconds "
-                     "during every run, in the benchmark's own process) gives each run's speed (the median of its "
-                     "probes): a round counts as at one speed when its runs' speeds are within "
+            body += (" A speed probe (a fixed pure-Python workload, timed right before and right after every "
+                     "run, in the benchmark's own process) gives each run's speed (the mean of the two): a round counts as at one speed when its runs' speeds are within "
                      f"×{data['summary']['steady_spread']} of each other, and dividing each run's CPU by its speed "
                      "puts the runs of a round at one speed.")
         if same_size:

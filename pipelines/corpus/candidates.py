@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Iterable, Iterator
 
-from pipelines.corpus.alias_table import SOURCE_REDIRECT, SOURCE_TITLE, clean_alias
+from pipelines.corpus.alias_table import SOURCE_REDIRECT, clean_alias
 from pipelines.corpus.labels import (
     LINKED,
     TITLE,
@@ -24,8 +24,9 @@ from pipelines.corpus.labels import (
     alias_form,
     alias_gate,
     alias_rejection_reason,
+    curated_by_sources,
     evidence_rejection_reason,
-    strip_disambiguation,
+    is_own_title,
 )
 from pipelines.corpus.resolution import usable_link
 from schemas.corpus import MentionSource
@@ -36,7 +37,10 @@ def alias_rank(alias: str, entity: str, count: int, sources: tuple[str, ...]) ->
     """Sort key, best first: the entity's own title (with or without its qualifier),
     then the most-used anchor texts, redirects before other names at equal counts,
     then alphabetical (deterministic)."""
-    own_title = alias == entity or alias == strip_disambiguation(entity)
+    return _rank_key(alias, is_own_title(alias, entity), count, sources)
+
+
+def _rank_key(alias: str, own_title: bool, count: int, sources: tuple[str, ...]) -> tuple:
     return (not own_title, -count, SOURCE_REDIRECT not in sources, alias)
 
 
@@ -53,11 +57,9 @@ def ranked_alias_rows(alias: str, rows: Iterable[tuple[str, str, int, float, tup
             yield entity, reason, None
         return
     form = None
-    trust_redirects = config.trust_redirects
     for _alias, entity, count, prior, sources in rows:
-        # curated_name and alias_rank, with the entity's own-title test made once for both
-        own_title = alias == entity or alias == strip_disambiguation(entity)
-        curated = own_title or SOURCE_TITLE in sources or (trust_redirects and SOURCE_REDIRECT in sources)
+        own_title = is_own_title(alias, entity)  # once for both curated_name's test and the rank
+        curated = own_title or curated_by_sources(sources, config)
         reason = None if curated else evidence_rejection_reason(curated, count, prior, config)
         if reason is not None:
             yield entity, reason, None
@@ -65,8 +67,7 @@ def ranked_alias_rows(alias: str, rows: Iterable[tuple[str, str, int, float, tup
         if form is None:
             form = alias_form(alias, config)
         # Only what the labeller reads per page: count and sources matter once, here (rank, curated).
-        rank = (not own_title, -count, SOURCE_REDIRECT not in sources, alias)
-        yield entity, None, (rank, (alias, float(prior), curated, *form))
+        yield entity, None, (_rank_key(alias, own_title, count, sources), (alias, float(prior), curated, *form))
 
 
 class RankedAliases:

@@ -320,11 +320,19 @@ def is_curated_name(candidate: AliasCandidate, config: LabelConfig) -> bool:
     return curated_name(candidate.alias.strip(), candidate.entity, candidate.sources, config)
 
 
+def is_own_title(alias: str, entity: str) -> bool:
+    """Whether a (stripped) alias is the entity's own title, with or without its qualifier."""
+    return alias == entity or alias == strip_disambiguation(entity)
+
+
+def curated_by_sources(sources: tuple[str, ...], config: LabelConfig) -> bool:
+    """Whether an alias with these alias-table sources is curated by them (a title, or a trusted redirect)."""
+    return SOURCE_TITLE in sources or (config.trust_redirects and SOURCE_REDIRECT in sources)
+
+
 def curated_name(alias: str, entity: str, sources: tuple[str, ...], config: LabelConfig) -> bool:
     """:func:`is_curated_name` of a (stripped) alias of ``entity`` with these alias-table sources."""
-    if alias == entity or alias == strip_disambiguation(entity):
-        return True
-    return SOURCE_TITLE in sources or (config.trust_redirects and SOURCE_REDIRECT in sources)
+    return is_own_title(alias, entity) or curated_by_sources(sources, config)
 
 
 def rejection_reason(candidate: AliasCandidate, config: LabelConfig) -> str | None:

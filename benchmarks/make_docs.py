@@ -464,6 +464,27 @@ def render_pass2_source(stem: str, data: dict) -> Section:
                    f"medians of {data['repeat']} interleaved rounds", body)
 
 
+@renders("versions")
+def render_versions(stem: str, data: dict) -> Section:
+    """bench_versions.py: two versions of the job at once, one per core; new / base per pair."""
+    rows = []
+    for size, s in data["summary"].items():
+        pairs = ", ".join(ratio(r, 3) for r in s["ratios"])
+        rows.append([f"×{size}", s["pairs"], num(s["cpu_s_median"]["base"]), num(s["cpu_s_median"]["new"]),
+                     f"**{ratio(s['ratio_median'], 3)}** ({pairs})", num(s["peak_rss_mib_median"]["base"], 0),
+                     num(s["peak_rss_mib_median"]["new"], 0), "yes" if s["parquet_identical_in_every_pair"] else "**no**"])
+    body = table(["size", "pairs", "CPU s, base (median)", "CPU s, new (median)", "new / base (median; per pair)",
+                  "peak RSS base (MiB)", "peak RSS new (MiB)", "Parquet byte-identical in every pair"], rows)
+    versions = data["versions"]
+    body += (f"\n\nBase: {versions['base']['commit'][:12]} (`{versions['base']['ref']}`); new: "
+             f"{versions['new']['commit'][:12]} (`{versions['new']['ref']}`). The two run at the same time, each pinned "
+             "to a core of its own, cores swapped from one pair to the next, so that both see the same phase of the "
+             "shared machine (a before/after timing minutes apart can move by ×1.5 with no change of code).")
+    return Section("Versions: the corpus job of two commits, run side by side", "benchmarks/bench_versions.py",
+                   machine_of(data), f"{dump_name(data['dump'])} replicated ({', '.join(f'×{s}' for s in data['summary'])}); "
+                   f"DirectRunner, 1 worker; flags {' '.join(data['job_flags'])}", body)
+
+
 @renders("tokenizer")
 def render_tokenizer(stem: str, data: dict) -> Section:
     """bench_tokenizer.py: an own-language tokenizer vs GPT-2's (tokens per character, a tiny-config step)."""

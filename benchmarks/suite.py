@@ -73,6 +73,11 @@ SUITE: list[Benchmark] = [
               _py("bench_scale.py", "--sizes", "2,8,64", "--job", "new job=.:1,2", *_json("scale"),
                   "--plot", "benchmarks/results/scale.png", "--", "--read_range_mb", "1"),
               helpers=("synth_dump.py",), skip="x64 takes an hour or more and several GB: run by hand (docs/scale.md)"),
+    Benchmark("versions", "scale", "the whole corpus job of two code versions run at the same time, one per core: "
+              "CPU new / base per pair, and equal Parquet outputs",
+              _py("bench_versions.py", "--base", "HEAD~1", "--sizes", "8,64", *_json("versions")),
+              helpers=("bench_scale.py", "synth_dump.py"),
+              skip="compares two commits: run by hand for a change that claims a speed-up (--base: the commit before)"),
     # the linker
     Benchmark("linker_quality", "linker", "accuracy@1 of the linker vs the alias prior on every shared dump",
               _py("bench_linker_quality.py", *_json("linker_quality"))),

@@ -80,6 +80,7 @@ from pipelines.transforms.parse import (
 )
 from pipelines.transforms.stats import STATS, CountingDoFn
 from pipelines.transforms.write import shard_name as parquet_shard_name
+from pipelines.worker_gc import froze_heap
 from schemas import SCHEMAS
 from wikiedm import storage
 
@@ -106,8 +107,9 @@ def _young_objects_only():
     garbage is kept, but its full passes skip the worker's heap. The alias steps keep hundreds of thousands
     of nested tuples (records, packed aliases) alive until a run spills; the collector untracks one nesting
     level per pass, so many of them reach the oldest generation and set off full passes, which were half
-    of BuildAliasRows' CPU in the job. Left alone when something else froze objects."""
-    if gc.get_freeze_count():
+    of BuildAliasRows' CPU in the job. Left alone when something else froze objects (the job's workers:
+    :func:`~pipelines.worker_gc.tune_gc`, asked first, as counting the frozen objects walks them)."""
+    if froze_heap() or gc.get_freeze_count():
         yield
         return
     gc.freeze()

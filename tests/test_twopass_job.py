@@ -193,7 +193,7 @@ def test_pass2_units_do_not_change_the_corpus(variant, shared_dump_corpus, tmp_p
 
 
 def test_alias_steps_hide_the_older_heap_from_the_collector_and_give_it_back(monkeypatch):
-    """BuildAliasRows and RankEntityAliases freeze the heap made before them (full collector passes over it
+    """BuildAliasRows and WriteLookupStore freeze the heap made before them (full collector passes over it
     were most of their CPU) and unfreeze it after, even on an error; a heap frozen by someone else stays so."""
     import gc
 

@@ -27,6 +27,7 @@ shard is ever held in memory whole.
 """
 from __future__ import annotations
 
+import itertools
 import marshal
 import os
 import sqlite3
@@ -37,16 +38,17 @@ import threading
 from array import array
 from bisect import bisect_left
 from collections import OrderedDict
+from operator import itemgetter
 from typing import Iterable, Iterator
 
 from pipelines.corpus.candidates import RankedAliases
 from pipelines.corpus.labels import PreparedPage, alias_gate
-from pipelines.corpus.sorted_runs import MARSHAL_VERSION, stable_shard
+from pipelines.corpus.sorted_runs import stable_shard
 from pipelines.external_sort import ExternalSorter
 
 # The record kinds a shard is built from: (kind, title, value).
 RESOLUTION = 0  # value: (status, entity); a title with several (duplicate titles): the smallest
-ALIASES = 1  # value: the entity's ranked usable aliases, [(rank, packed alias), ...] (any order)
+ALIASES = 1  # value: the entity's ranked usable aliases, [(rank, packed alias as marshal data), ...] (any order)
 VOCAB_ID = 2  # value: the entity's vocabulary id
 FIRST_ARTICLE = 3  # value: the page id of an article with this title; the smallest is kept
 
@@ -104,10 +106,9 @@ def merged_rows(records: Iterable[tuple], head_aliases: int | None = None) -> It
 def _finish(row: list, head_aliases: int | None) -> tuple[tuple, list]:
     extra = []
     if row[3] is not None:  # best first, as the labeller reads them (RankedAliases)
-        ranked = [packed for _rank, packed in sorted(row[3])]
+        ranked = [data for _rank, data in sorted(row[3], key=_RANK)]
         head = ranked if head_aliases is None else ranked[:head_aliases]
-        extra = [(row[0], packed[0], len(head) + i, marshal.dumps(packed, MARSHAL_VERSION))
-                 for i, packed in enumerate(ranked[len(head):])]
+        extra = [(row[0], marshal.loads(data)[0], len(head) + i, data) for i, data in enumerate(ranked[len(head):])]
         row[3] = encode_head(head)
         row[6] = len(extra)
     return tuple(row), extra
@@ -119,32 +120,32 @@ _OFFSET_PAIR = struct.Struct("<II")  # where an alias's data starts and ends
 _KEY_SEPARATOR = "\n"  # never in a gate key: tokens are words or single signs, pairs joined by a space
 
 
-def encode_head(head: list) -> bytes:
-    """An entity's head aliases as stored, one blob: the counts of gate keys and aliases and the gate keys'
-    bytes (uint32 each); the gate keys (:func:`~pipelines.corpus.labels.alias_gate`), sorted, UTF-8, one a line
-    (a key of several aliases repeated); the alias position of each key (uint32); the aliases' offsets in the
-    data (uint32, one more than the aliases); the aliases' marshal data, concatenated. Numbers little-endian.
+def encode_head(head: list[bytes]) -> bytes:
+    """An entity's head aliases (each as marshal data, as the ALIASES records hold them) as stored, one blob:
+    the counts of gate keys and aliases and the gate keys' bytes (uint32 each); the gate keys
+    (:func:`~pipelines.corpus.labels.alias_gate`), sorted, UTF-8, one a line (a key of several aliases
+    repeated); the alias position of each key (uint32); the aliases' offsets in the data (uint32, one more than
+    the aliases); the aliases' marshal data, concatenated. Numbers little-endian.
 
     Flat, so that reading a row makes one object, not a few per alias or key: a page splits the keys (one string
     each, no alias decoded) and decodes only the aliases it may admit. Most rows a page reads on a large
     wiki are not in the cache."""
-    index = sorted((key, position) for position, packed in enumerate(head) for key in alias_gate(packed))
+    loads = marshal.loads
+    index = sorted((key, position) for position, data in enumerate(head) for key in alias_gate(loads(data)))
     if any(_KEY_SEPARATOR in key for key, _position in index):
         raise ValueError(f"a gate key with a line break among {[key for key, _p in index]!r}")
     keys = _KEY_SEPARATOR.join(key for key, _position in index).encode("utf-8", "surrogatepass")
-    offsets, data = array("I", [0]), bytearray()
-    for packed in head:
-        data += marshal.dumps(packed, MARSHAL_VERSION)
-        offsets.append(len(data))
+    offsets = array("I", [0, *itertools.accumulate(map(len, head))])
     positions = array("I", [position for _key, position in index])
     if not _LITTLE_ENDIAN:
         positions.byteswap()
         offsets.byteswap()
     return b"".join((_HEAD_HEADER.pack(len(index), len(head), len(keys)), keys, positions.tobytes(),
-                     offsets.tobytes(), bytes(data)))
+                     offsets.tobytes(), *head))
 
 
 _LITTLE_ENDIAN = sys.byteorder == "little"
+_RANK = itemgetter(0)  # an entity's aliases have distinct ranks (the alias is the rank's last part)
 
 
 def write_shard(records: Iterable[tuple], path: str, sort_buffer: int = 200_000, head_aliases: int | None = None) -> int:

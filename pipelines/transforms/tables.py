@@ -94,7 +94,7 @@ EVIDENCE = 0
 ENTITY_LINKS = 0
 # The store runs' ALIASES records that BuildAliasRows writes: one per usable (alias, entity) row, keyed by the
 # entity, valued (rank, the packed alias as marshal bytes). The packed alias is encoded once, where it is made,
-# and decoded once, where the store is written (only the entity's best max_aliases_per_entity of them).
+# and stored as it is (the store writer decodes only what it indexes: lookup_store.encode_head).
 
 
 def _open(path: str):
@@ -448,7 +448,7 @@ class WriteStoreShardFn(_TableStepFn):
 def _store_records(records, keep: int):
     """A store shard's merged run records -> write_sorted_shard's (kind, title, value) records: an entity's
     ranked aliases (one ALIASES record each, of every alias shard) as one ALIASES record of its ``keep``
-    best, decoded (bounded while they arrive, for a hub with many aliases)."""
+    best (bounded while they arrive, for a hub with many aliases)."""
     ranked, entity = [], None
     for title, kind, value in records:
         if kind == ALIASES:
@@ -469,12 +469,9 @@ def _store_records(records, keep: int):
 
 
 def _best_aliases(entity: str, ranked: list, keep: int) -> tuple:
-    """An entity's ALIASES record: its ``keep`` best (rank, packed alias), decoded, in any order (the store
-    writer sorts them)."""
-    if len(ranked) > keep:
-        ranked = heapq.nsmallest(keep, ranked, key=_RANK)
-    loads = marshal.loads
-    return ALIASES, entity, [(rank, loads(packed)) for rank, packed in ranked]
+    """An entity's ALIASES record: its ``keep`` best (rank, packed alias as marshal data), in any order (the
+    store writer sorts them)."""
+    return ALIASES, entity, heapq.nsmallest(keep, ranked, key=_RANK) if len(ranked) > keep else ranked
 
 
 def _by_shard(run):

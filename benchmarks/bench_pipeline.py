@@ -61,7 +61,7 @@ STAGES = {
     "pass 1: titles, redirects and links to sorted run files": ("ExtractRangeToRunsFn.process",
                                                                 "-ExtractRangeFn.process"),
     "pass 1: redirects and link resolution": ("ChaseHopFn.process", "ResolveTitlesFn.process"),
-    "pass 1: alias table, ranked aliases and vocabulary": ("BuildAliasRowsFn.process", "RankEntityAliasesFn.process",
+    "pass 1: alias table, ranked aliases and vocabulary": ("BuildAliasRowsFn.process", "CountEntityLinksFn.process",
                                                            "SelectVocabFn.process", "VocabStoreRunsFn.process"),
     "pass 1: write the lookup store (SQLite)": ("WriteStoreShardFn.process",),
     "pass 2: read the cached articles": ("WritePassagesByRangeFn._cached_articles", "WritePassagesByRangeFn._articles"),

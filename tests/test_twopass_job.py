@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import marshal
 from pathlib import Path
 
 import pytest
@@ -20,16 +21,23 @@ from pipelines.corpus.lookup_store import (
     stable_shard,
     write_shard,
 )
+from pipelines.corpus.sorted_runs import MARSHAL_VERSION
 from pipelines.progress import progress_line, read_records
 from tests.conftest import dump, needs_shared, run_job_here
+
+
+def _data(packed) -> bytes:
+    """A packed alias as the store's ALIASES records hold it."""
+    return marshal.dumps(packed, MARSHAL_VERSION)
+
 
 RECORDS = [
     (RESOLUTION, "Paris", ("article", "Paris")),
     (RESOLUTION, "Lutetia", ("article", "Paris")),
     (RESOLUTION, "Twin", ("disambiguation", "Twin")),
     (RESOLUTION, "Twin", ("article", "Twin")),  # a title with two pages (a broken dump): the smallest wins
-    (ALIASES, "Paris", [((True, -1, True, "City of Light"), pack_alias("City of Light", 0.5, False, LabelConfig())),
-                        ((False, 0, True, "Paris"), pack_alias("Paris", 0.9, True, LabelConfig()))]),
+    (ALIASES, "Paris", [((True, -1, True, "City of Light"), _data(pack_alias("City of Light", 0.5, False, LabelConfig()))),
+                        ((False, 0, True, "Paris"), _data(pack_alias("Paris", 0.9, True, LabelConfig())))]),
     (VOCAB_ID, "Paris", 3),
     (FIRST_ARTICLE, "Paris", 40),
     (FIRST_ARTICLE, "Paris", 12),
@@ -70,7 +78,8 @@ def test_stored_aliases_give_each_page_what_ranked_aliases_give(tmp_path: Path):
     from pipelines.corpus.candidates import RankedAliases
 
     ranked = [((i,), pack_alias(f"alias {i}", 0.1, False, LabelConfig())) for i in range(40)]
-    records = [(ALIASES, "Hub", list(reversed(ranked))), (RESOLUTION, "Hub", ("article", "Hub"))]
+    records = [(ALIASES, "Hub", [(rank, _data(packed)) for rank, packed in reversed(ranked)]),
+               (RESOLUTION, "Hub", ("article", "Hub"))]
     whole = RankedAliases([packed for _rank, packed in ranked])
     for head in (4, 10, None):
         path = str(tmp_path / f"head-{head}.sqlite")
@@ -192,14 +201,16 @@ def test_pass2_units_do_not_change_the_corpus(variant, shared_dump_corpus, tmp_p
     assert not (out / "article_cache").exists() or not any((out / "article_cache").iterdir())
 
 
-def test_alias_steps_hide_the_older_heap_from_the_collector_and_give_it_back():
-    """BuildAliasRows and RankEntityAliases freeze the heap made before them (full collector passes over it
+def test_alias_steps_hide_the_older_heap_from_the_collector_and_give_it_back(monkeypatch):
+    """BuildAliasRows and WriteLookupStore freeze the heap made before them (full collector passes over it
     were most of their CPU) and unfreeze it after, even on an error; a heap frozen by someone else stays so."""
     import gc
 
+    from pipelines import worker_gc
     from pipelines.transforms.tables import _young_objects_only
 
     gc.unfreeze()  # a job run earlier in this process froze the heap at its first bundle (pipelines.worker_gc)
+    monkeypatch.setattr(worker_gc, "_froze", False)
     assert gc.get_freeze_count() == 0
     with _young_objects_only():
         assert gc.get_freeze_count() > 0

@@ -47,3 +47,13 @@ def test_a_disabled_collector_or_a_frozen_heap_is_left_alone():
     assert _after_two_bundles("gc.set_threshold(0)")[1:] == (0, 0, 0)
     _thresholds, early, first, second = _after_two_bundles("x = [[i] for i in range(1000)]; gc.freeze()")
     assert early > 0 and second == first <= early  # nothing frozen again (the modules imported since: not frozen)
+
+
+def test_froze_heap_says_whether_the_step_froze_it():
+    step = ("import gc; {before}; from pipelines.transforms.stats import CountingDoFn; "
+            "from pipelines.worker_gc import froze_heap; before = froze_heap(); CountingDoFn().start_bundle(); "
+            "print((before, froze_heap()))")
+    for before, expected in (("pass", (False, True)), ("gc.disable()", (False, False)), ("gc.freeze()", (False, False))):
+        out = subprocess.run([sys.executable, "-c", step.format(before=before)], check=True, capture_output=True,
+                             text=True).stdout
+        assert ast.literal_eval(out) == expected

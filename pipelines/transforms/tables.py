@@ -13,11 +13,12 @@ table, whatever the size of the dump.
                         redirect chain's end); each link target's entity, anchor counts and link counts;
                         titles as aliases; the store's resolution and first article of each title
   BuildAliasRows        per alias: (alias, entity) counts, priors and sources -> alias_table Parquet
-                        files, one per alias shard; the labeller's usable aliases, ranked
-  RankEntityAliases     per entity: its link count (the vocabulary's input) and its best usable
-                        aliases (capped) for the store
-  SelectEntityVocab     the N most-linked entities (a histogram of link counts gives the cut-off)
-  WriteLookupStore      per shard: one SQLite file (pipelines.corpus.lookup_store), pass 2's side input
+                        files, one per alias shard; the labeller's usable aliases, ranked, to the
+                        store runs of their entities' shards
+  CountEntityLinks      per entity: its link count -> a histogram of link counts (the vocabulary's cut-off)
+  SelectEntityVocab     the N most-linked entities
+  WriteLookupStore      per shard: one SQLite file (pipelines.corpus.lookup_store), pass 2's side input;
+                        an entity's best usable aliases (capped) picked from its ranked aliases here
 Statuses, rules and counters are those the earlier shuffle job had (its joins); the committed digests of
 the corpus on every shared dump (tests/golden/corpus_rows.json) were made with both, and hold them.
 """
@@ -80,20 +81,20 @@ from pipelines.transforms.parse import (
 )
 from pipelines.transforms.stats import STATS, CountingDoFn
 from pipelines.transforms.write import shard_name as parquet_shard_name
+from pipelines.worker_gc import froze_heap
 from schemas import SCHEMAS
 from wikiedm import storage
 
 TABLES_FOLDER = "tables"  # OUT/tables/: pass 1's run files (removed with the manifest)
 LOOKUP_FOLDER = "lookup"  # OUT/lookup/: the store's SQLite shards (removed with the manifest)
 RUNS = "runs"  # tagged output of every step: (run set, shard, path)
-RESOLVED_RUNS, ALIAS_RUNS, ENTITY_RUNS, LINKED_RUNS, STORE_RUNS = "resolved", "aliases", "entities", "linked", "store"
-# Tags of the aliases, entities and linked runs (the titles' are parse.py's; the store's are its record kinds).
+RESOLVED_RUNS, ALIAS_RUNS, ENTITY_RUNS, STORE_RUNS = "resolved", "aliases", "entities", "store"
+# Tags of the aliases and entities runs (the titles' are parse.py's; the store's are its record kinds).
 EVIDENCE = 0
-ENTITY_LINKS, RANKED_ALIAS = 0, 1
-# A RANKED_ALIAS value, and each alias of a store ALIASES record: (rank, the packed alias as marshal bytes).
-# The packed alias is encoded once, where it is made, and decoded once, where the store is written: the
-# steps between only compare ranks and copy bytes.
-LINKED_COUNT = 0
+ENTITY_LINKS = 0
+# The store runs' ALIASES records that BuildAliasRows writes: one per usable (alias, entity) row, keyed by the
+# entity, valued (rank, the packed alias as marshal bytes). The packed alias is encoded once, where it is made,
+# and stored as it is (the store writer decodes only what it indexes: lookup_store.encode_head).
 
 
 def _open(path: str):
@@ -106,8 +107,9 @@ def _young_objects_only():
     garbage is kept, but its full passes skip the worker's heap. The alias steps keep hundreds of thousands
     of nested tuples (records, packed aliases) alive until a run spills; the collector untracks one nesting
     level per pass, so many of them reach the oldest generation and set off full passes, which were half
-    of BuildAliasRows' CPU in the job. Left alone when something else froze objects."""
-    if gc.get_freeze_count():
+    of BuildAliasRows' CPU in the job. Left alone when something else froze objects (the job's workers:
+    :func:`~pipelines.worker_gc.tune_gc`, asked first, as counting the frozen objects walks them)."""
+    if froze_heap() or gc.get_freeze_count():
         yield
         return
     gc.freeze()
@@ -269,7 +271,7 @@ class ResolveTitlesFn(_TableStepFn):
 class BuildAliasRowsFn(_TableStepFn):
     """Per alias: its rows (count and sources summed per entity, prior = count / the alias's anchor
     links), written sorted to this alias shard's Parquet file; each row the labeller may use goes to its
-    entity's shard ranked (:func:`alias_rank`), the others are counted by reason."""
+    entity's store shard ranked (:func:`alias_rank`), the others are counted by reason."""
 
     step = "aliases"
 
@@ -283,7 +285,7 @@ class BuildAliasRowsFn(_TableStepFn):
 
     def process(self, element):
         shard, tagged = element
-        entities = self.writer(ENTITY_RUNS, shard)
+        store = self.writer(STORE_RUNS, shard)
         relative = f"alias_table/{parquet_shard_name('alias_table', shard, self.alias_shards)}"
         parquet = storage.ParquetFileWriter(storage.join(self.output, relative), SCHEMAS["alias_table"])
         schema = SCHEMAS["alias_table"]
@@ -291,7 +293,7 @@ class BuildAliasRowsFn(_TableStepFn):
         dropped: Counter = Counter()
         usable = 0
         with _young_objects_only():
-            add, dumps, labels = entities.add, marshal.dumps, self.labels
+            add, dumps, labels = store.add, marshal.dumps, self.labels
             for alias, records in grouped(self.paths(tagged, ALIAS_RUNS), _open):
                 rows = _alias_rows(alias, records)
                 batch += rows
@@ -299,7 +301,7 @@ class BuildAliasRowsFn(_TableStepFn):
                     if reason is None:
                         usable += 1
                         rank, packed = ranked
-                        add(entity, RANKED_ALIAS, (rank, dumps(packed, MARSHAL_VERSION)))
+                        add(entity, ALIASES, (rank, dumps(packed, MARSHAL_VERSION)))
                     else:
                         dropped[reason] += 1
                 if len(batch) >= self.row_group_rows:
@@ -313,7 +315,7 @@ class BuildAliasRowsFn(_TableStepFn):
         for reason in sorted(dropped):
             self.count(f"label_aliases_dropped/{reason}", dropped[reason])
         yield {"path": relative, "bytes": size, "sha256": sha256, "rows": parquet.rows, "kind": "alias_table"}
-        yield from self.close(ENTITY_RUNS, entities)
+        yield from self.close(STORE_RUNS, store)
 
 
 def _alias_rows(alias: str, records) -> list[tuple]:
@@ -348,46 +350,22 @@ def _table(rows: list[tuple], schema: pa.Schema) -> pa.Table:
 _RANK = itemgetter(0)
 
 
-class RankEntityAliasesFn(_TableStepFn):
-    """Per entity: its link count (to the ``linked`` run of its shard, for the vocabulary) and its
-    ``max_aliases_per_entity`` best usable aliases (the store's ALIASES record); main output: the shard's
-    histogram {link count: entities}."""
+class CountEntityLinksFn(_TableStepFn):
+    """Per entity: its link count; main output: the shard's histogram {link count: entities}."""
 
     step = "entities"
 
-    def __init__(self, max_aliases: int, folder: str, shards: int, buffer_records: int) -> None:
-        super().__init__(folder, shards, buffer_records)
-        self.max_aliases = max_aliases
-
     def process(self, element):
-        shard, tagged = element
-        store = self.writer(STORE_RUNS, shard)
-        linked = self.writer(LINKED_RUNS, shard)
+        _shard, tagged = element
         histogram: Counter = Counter()
-        keep = self.max_aliases
-        with _young_objects_only():
-            for entity, records in grouped(self.paths(tagged, ENTITY_RUNS), _open):
-                links, has_links, ranked = 0, False, []
-                for _key, tag, value in records:
-                    if tag == ENTITY_LINKS:
-                        links += value
-                        has_links = True
-                    else:
-                        ranked.append(value)
-                        if len(ranked) >= 4 * keep + 64:  # bounded for a hub with many aliases
-                            ranked = heapq.nsmallest(keep, ranked, key=_RANK)
-                if has_links:
-                    linked.add(entity, LINKED_COUNT, links)
-                    histogram[links] += 1
-                if ranked:
-                    store.add(entity, ALIASES, heapq.nsmallest(keep, ranked, key=_RANK))
+        for _entity, records in grouped(self.paths(tagged, ENTITY_RUNS), _open):
+            histogram[sum(value for _key, _tag, value in records)] += 1
         yield dict(histogram)
-        yield from self.close(STORE_RUNS, store)
-        yield from self.close(LINKED_RUNS, linked)
 
 
 class SelectVocabFn(_TableStepFn):
-    """A shard's linked entities + the global cut-off -> (entities above it, the first tied titles)."""
+    """A shard's linked entities (the entities runs) + the global cut-off -> (entities above it, the first
+    tied titles)."""
 
     step = "vocab"
 
@@ -395,7 +373,7 @@ class SelectVocabFn(_TableStepFn):
         _shard, tagged = element
         count_at, ties = cutoff
         above, tied = [], []
-        for entity, records in grouped(self.paths(tagged, LINKED_RUNS), _open):
+        for entity, records in grouped(self.paths(tagged, ENTITY_RUNS), _open):
             links = sum(value for _key, _tag, value in records)
             if links > count_at or (links == count_at and ties < 0):
                 above.append((entity, links))
@@ -434,14 +412,17 @@ def _merge_histograms(histograms) -> dict:
 
 
 class WriteStoreShardFn(_TableStepFn):
-    """A shard's store runs -> its SQLite and heads files under OUT/lookup/ -> (shard index, SQLite file's path)."""
+    """A shard's store runs -> its SQLite and heads files under OUT/lookup/ -> (shard index, SQLite file's path).
+    An entity keeps its ``max_aliases`` best ranked aliases."""
 
     step = "store"
 
-    def __init__(self, output: str, head_aliases: int, folder: str, shards: int, buffer_records: int) -> None:
+    def __init__(self, output: str, head_aliases: int, max_aliases: int, folder: str, shards: int,
+                 buffer_records: int) -> None:
         super().__init__(folder, shards, buffer_records)
         self.output = output
         self.head_aliases = head_aliases
+        self.max_aliases = max_aliases
 
     def process(self, element):
         shard, tagged = element
@@ -449,8 +430,9 @@ class WriteStoreShardFn(_TableStepFn):
         tmp = tempfile.mkdtemp(prefix="wikiedm-lookup-build-")
         try:
             local = os.path.join(tmp, shard_name(shard, self.shards))
-            records = map(_store_record, merged(self.paths(tagged, STORE_RUNS), _open))
-            rows = write_sorted_shard(records, local, self.head_aliases)
+            records = _store_records(merged(self.paths(tagged, STORE_RUNS), _open), self.max_aliases)
+            with _young_objects_only():
+                rows = write_sorted_shard(records, local, self.head_aliases)
             self.count("lookup/titles", rows)
             self.count("lookup/shard_bytes", os.path.getsize(local) + os.path.getsize(heads_path(local)))
             # The heads file first: a shard's SQLite file in place means both are.
@@ -463,13 +445,33 @@ class WriteStoreShardFn(_TableStepFn):
         yield shard, path
 
 
-def _store_record(record: tuple) -> tuple:
-    """A store run's record -> write_sorted_shard's (kind, title, value), an entity's packed aliases decoded."""
-    title, kind, value = record
-    if kind == ALIASES:
-        loads = marshal.loads
-        value = [(rank, loads(packed)) for rank, packed in value]
-    return kind, title, value
+def _store_records(records, keep: int):
+    """A store shard's merged run records -> write_sorted_shard's (kind, title, value) records: an entity's
+    ranked aliases (one ALIASES record each, of every alias shard) as one ALIASES record of its ``keep``
+    best (bounded while they arrive, for a hub with many aliases)."""
+    ranked, entity = [], None
+    for title, kind, value in records:
+        if kind == ALIASES:
+            if title != entity:
+                if ranked:
+                    yield _best_aliases(entity, ranked, keep)
+                ranked, entity = [], title
+            ranked.append(value)
+            if len(ranked) >= 4 * keep + 64:
+                ranked = heapq.nsmallest(keep, ranked, key=_RANK)
+            continue
+        if ranked:  # a title's records come in kind order: its aliases before its vocabulary id
+            yield _best_aliases(entity, ranked, keep)
+            ranked, entity = [], None
+        yield kind, title, value
+    if ranked:
+        yield _best_aliases(entity, ranked, keep)
+
+
+def _best_aliases(entity: str, ranked: list, keep: int) -> tuple:
+    """An entity's ALIASES record: its ``keep`` best (rank, packed alias as marshal data), in any order (the
+    store writer sorts them)."""
+    return ALIASES, entity, heapq.nsmallest(keep, ranked, key=_RANK) if len(ranked) > keep else ranked
 
 
 def _by_shard(run):
@@ -533,13 +535,8 @@ class BuildTables(beam.PTransform):
             self.output, self.labels, self.alias_shards, self.row_group_rows * 10, folder, shards, buffer),
             every_shard=self.alias_shards)
         stats.append(alias_rows[STATS])
-        entity_runs = (
-            (resolved[RUNS], alias_rows[RUNS])
-            | "FlattenEntitySources" >> beam.Flatten()
-            | "EntityRuns" >> beam.Filter(lambda r: r[0] == ENTITY_RUNS)
-        )
-        entities = self._step("RankEntityAliases", [entity_runs], RankEntityAliasesFn(
-            self.labels.max_aliases_per_entity, folder, shards, buffer))
+        entity_runs = resolved[RUNS] | "EntityRuns" >> beam.Filter(lambda r: r[0] == ENTITY_RUNS)
+        entities = self._step("CountEntityLinks", [entity_runs], CountEntityLinksFn(folder, shards, buffer))
         stats.append(entities[STATS])
         size = self.vocab_size
         cutoff = beam.pvalue.AsSingleton(
@@ -547,9 +544,8 @@ class BuildTables(beam.PTransform):
             | "CountHistogram" >> beam.CombineGlobally(_merge_histograms)
             | "CutOff" >> beam.Map(vocab_cutoff, size)
         )
-        linked = entities[RUNS] | "LinkedRuns" >> beam.Filter(lambda r: r[0] == LINKED_RUNS)
         selected = (
-            linked
+            entity_runs
             | "LinkedByShard" >> beam.Map(_by_shard)
             | "GroupLinkedByShard" >> beam.GroupByKey()
             | "SelectEntityVocab" >> beam.ParDo(SelectVocabFn(folder, shards, buffer), cutoff=cutoff).with_outputs(
@@ -563,12 +559,13 @@ class BuildTables(beam.PTransform):
         vocab_ids = vocab | "VocabStoreRuns" >> beam.ParDo(VocabStoreRunsFn(folder, shards, buffer)).with_outputs(
             STATS, RUNS, main="main")
         store_runs = (
-            (resolved[RUNS], entities[RUNS], vocab_ids[RUNS])
+            (resolved[RUNS], alias_rows[RUNS], vocab_ids[RUNS])
             | "FlattenStoreSources" >> beam.Flatten()
             | "StoreRuns" >> beam.Filter(lambda r: r[0] == STORE_RUNS)
         )
         store = self._step("WriteLookupStore", [store_runs], WriteStoreShardFn(
-            self.output, self.labels.top_aliases_per_page, folder, shards, buffer),
+            self.output, self.labels.top_aliases_per_page, self.labels.max_aliases_per_entity, folder, shards,
+            buffer),
                            every_shard=shards)
         stats += [vocab_ids[STATS], store[STATS]]
         return {"store_shards": store.main, "alias_files": alias_rows.main, "vocab_rows": vocab, "stats": stats}

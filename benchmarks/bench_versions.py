@@ -39,6 +39,7 @@ from bench_scale import (  # noqa: E402
     machine,
     replicated_input,
     run_tree,
+    shuffle_volume,
 )
 
 VERSIONS = ("base", "new")
@@ -83,6 +84,13 @@ def run_pair(index: int, size: int, dump: dict, code: dict[str, Path], work: Pat
     for t in threads:
         t.join()
     ok = all(rows[v]["rc"] == 0 for v in VERSIONS)
+    for v in VERSIONS:  # what pass 1 handed between its steps through run files (volume/tables/* counters)
+        stats = outs[v] / "stats.json"
+        if rows[v]["rc"] == 0 and stats.exists():
+            counters = json.loads(stats.read_text())["counters"]
+            run_files = shuffle_volume(counters).get("run_files", {"records": {}, "bytes": {}})
+            rows[v].update(pages_read=counters.get("pages_read"), run_file_bytes=sum(run_files["bytes"].values()),
+                           run_file_records=sum(run_files["records"].values()))
     differ = differing_files(*(parquet_digests(outs[v]) for v in VERSIONS)) if ok else None
     for out in outs.values():
         subprocess.run(["rm", "-rf", str(out)], check=True)
@@ -110,9 +118,15 @@ def summarise(pairs: list[dict]) -> dict[str, dict]:
             "cpu_s_median": {v: round(statistics.median(p[v]["cpu_s"] for p in done), 2) for v in VERSIONS},
             "peak_rss_mib_median": {v: round(statistics.median(p[v]["peak_rss_mib"] for p in done), 1)
                                     for v in VERSIONS},
+            "run_file_kib_per_page": {v: _per_page(done[0][v], "run_file_bytes", 1024) for v in VERSIONS},
             "parquet_identical_in_every_pair": all(p["parquet_identical"] for p in done),
         }
     return out
+
+
+def _per_page(row: dict, key: str, unit: int = 1) -> float | None:
+    pages = row.get("pages_read")
+    return round(row[key] / unit / pages, 2) if pages and row.get(key) is not None else None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -472,9 +472,12 @@ def render_versions(stem: str, data: dict) -> Section:
         pairs = ", ".join(ratio(r, 3) for r in s["ratios"])
         rows.append([f"×{size}", s["pairs"], num(s["cpu_s_median"]["base"]), num(s["cpu_s_median"]["new"]),
                      f"**{ratio(s['ratio_median'], 3)}** ({pairs})", num(s["peak_rss_mib_median"]["base"], 0),
-                     num(s["peak_rss_mib_median"]["new"], 0), "yes" if s["parquet_identical_in_every_pair"] else "**no**"])
+                     num(s["peak_rss_mib_median"]["new"], 0),
+                     " / ".join(num(s.get("run_file_kib_per_page", {}).get(v)) for v in ("base", "new")),
+                     "yes" if s["parquet_identical_in_every_pair"] else "**no**"])
     body = table(["size", "pairs", "CPU s, base (median)", "CPU s, new (median)", "new / base (median; per pair)",
-                  "peak RSS base (MiB)", "peak RSS new (MiB)", "Parquet byte-identical in every pair"], rows)
+                  "peak RSS base (MiB)", "peak RSS new (MiB)", "run files KiB per page, base / new",
+                  "Parquet byte-identical in every pair"], rows)
     versions = data["versions"]
     body += (f"\n\nBase: {versions['base']['commit'][:12]} (`{versions['base']['ref']}`); new: "
              f"{versions['new']['commit'][:12]} (`{versions['new']['ref']}`). The two run at the same time, each pinned "

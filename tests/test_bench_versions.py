@@ -61,5 +61,6 @@ def test_one_invocation_runs_both_versions_at_once_and_finds_the_same_outputs(tm
     summary = data["summary"]["1"]
     assert summary["pairs"] == 2 and summary["parquet_identical_in_every_pair"] is True
     assert all(p["base"]["cpu_s"] > 0 and p["new"]["cpu_s"] > 0 for p in data["pairs"])
+    assert summary["run_file_kib_per_page"]["base"] == summary["run_file_kib_per_page"]["new"] > 0
     for pair in data["pairs"]:  # the two ran at the same time: each began before the other ended
         assert pair["base"]["began"] < pair["new"]["ended"] and pair["new"]["began"] < pair["base"]["ended"]

@@ -96,6 +96,31 @@ def test_stored_aliases_give_each_page_what_ranked_aliases_give(tmp_path: Path):
                     a for a in whole.for_page(top, anchors) if a[0] in ("alias 2", "alias 30", "alias 7")), gated
 
 
+def test_stored_aliases_query_extra_aliases_only_for_anchors_outside_the_head(tmp_path: Path):
+    """A page that links a hub only with head names (most pages) asks SQLite nothing: its anchors cannot be
+    extra aliases. The other anchors are still looked up."""
+    ranked = [((i,), pack_alias(f"alias {i}", 0.1, False, LabelConfig())) for i in range(40)]
+    path = str(tmp_path / "hub.sqlite")
+    write_shard([(ALIASES, "Hub", ranked), (RESOLUTION, "Hub", ("article", "Hub"))], path, head_aliases=10)
+    stored = LookupStore([path]).get(["Hub"])["Hub"][2]
+    asked = []
+
+    class RecordingDb:
+        def __init__(self, db) -> None:
+            self.db = db
+
+        def execute(self, sql, parameters=()):
+            asked.append(parameters)
+            return self.db.execute(sql, parameters)
+
+    stored._db = RecordingDb(stored._db)
+    page = prepare_page("We saw alias 2, then alias 30 and alias 7.", LabelConfig())
+    assert [a[0] for a in stored.for_page(10, {"alias 2", "alias 7"}, page)] == ["alias 2", "alias 7"]
+    assert asked == []
+    assert [a[0] for a in stored.for_page(10, {"alias 2", "alias 30"}, page)] == ["alias 2", "alias 7", "alias 30"]
+    assert asked == [["Hub", "alias 30"]]
+
+
 def test_lookup_store_reads_heads_beside_its_sqlite_file_and_refuses_a_truncated_one(tmp_path: Path):
     """A shard is two files: its heads (each entity's head aliases, located by its title row) beside the SQLite
     file. open_store copies both of a shard that is not local; a truncated heads file is a clear error."""

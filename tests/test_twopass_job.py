@@ -99,7 +99,7 @@ def test_stored_aliases_give_each_page_what_ranked_aliases_give(tmp_path: Path):
 def test_stored_aliases_query_extra_aliases_only_for_anchors_outside_the_head(tmp_path: Path):
     """A page that links a hub only with head names (most pages) asks SQLite nothing: its anchors cannot be
     extra aliases. The other anchors are still looked up."""
-    ranked = [((i,), pack_alias(f"alias {i}", 0.1, False, LabelConfig())) for i in range(40)]
+    ranked = [((i,), _data(pack_alias(f"alias {i}", 0.1, False, LabelConfig()))) for i in range(40)]
     path = str(tmp_path / "hub.sqlite")
     write_shard([(ALIASES, "Hub", ranked), (RESOLUTION, "Hub", ("article", "Hub"))], path, head_aliases=10)
     stored = LookupStore([path]).get(["Hub"])["Hub"][2]

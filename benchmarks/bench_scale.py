@@ -578,12 +578,17 @@ def machine() -> dict:
                         "ratios are the robust figures; the load average is recorded with every run)"}
 
 
+def split_job_flags(argv: list[str]) -> tuple[list[str], list[str]]:
+    """(the script's own arguments, the job's flags: those after ``--``)."""
+    argv = list(argv)
+    if "--" not in argv:
+        return argv, []
+    cut = argv.index("--")
+    return argv[:cut], argv[cut + 1:]
+
+
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    extra: list[str] = []
-    if "--" in argv:
-        cut = argv.index("--")
-        argv, extra = argv[:cut], argv[cut + 1:]
+    argv, extra = split_job_flags(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dump", type=Path, default=DEFAULT_DUMP, help="the dump to replicate")
     parser.add_argument("--sizes", default="8,64", help="copies of --dump, comma-separated")

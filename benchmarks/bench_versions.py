@@ -40,6 +40,7 @@ from bench_scale import (  # noqa: E402
     replicated_input,
     run_tree,
     shuffle_volume,
+    split_job_flags,
 )
 
 VERSIONS = ("base", "new")
@@ -130,11 +131,7 @@ def _per_page(row: dict, key: str, unit: int = 1) -> float | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    extra: list[str] = []
-    if "--" in argv:
-        cut = argv.index("--")
-        argv, extra = argv[:cut], argv[cut + 1:]
+    argv, extra = split_job_flags(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--base", required=True, help="the version compared against: a git ref, or '.' (this checkout)")
     parser.add_argument("--new", default=".", help="the version measured: a git ref, or '.' (this checkout)")

@@ -129,7 +129,9 @@ def test_kernel_passes_equal_the_blocked_passes_with_float32_products():
 
 def _check_passes(m, n, d, row_start):
     q, table, targets, *_ = _problem(m, n, d, seed=m)
-    # ties: row 3's copies in another tile and in the last one; query 0 points at them -> the lowest id wins
+    # ties: row 3's copies in another tile and in the last one; query 0 points at them -> the lowest id wins. On a
+    # grid of 1/8 their scores with q[0] are exact whatever order a kernel sums them in (test_entity_flex.py)
+    table[3] = (table[3] * 8).round() / 8
     table[n // 2] = table[n - 1] = table[3]
     q[0] = table[3] * 10
     g = torch.Generator().manual_seed(1)

@@ -106,7 +106,7 @@ def merged_rows(records: Iterable[tuple], head_aliases: int | None = None) -> It
 def _finish(row: list, head_aliases: int | None) -> tuple[tuple, list]:
     extra = []
     if row[3] is not None:  # best first, as the labeller reads them (RankedAliases)
-        ranked = [data for _rank, data in sorted(row[3], key=_RANK)]
+        ranked = [data for _rank, data in sorted(row[3], key=ALIAS_RANK)]
         head = ranked if head_aliases is None else ranked[:head_aliases]
         extra = [(row[0], marshal.loads(data)[0], len(head) + i, data) for i, data in enumerate(ranked[len(head):])]
         row[3] = encode_head(head)
@@ -145,7 +145,9 @@ def encode_head(head: list[bytes]) -> bytes:
 
 
 _LITTLE_ENDIAN = sys.byteorder == "little"
-_RANK = itemgetter(0)  # an entity's aliases have distinct ranks (the alias is the rank's last part)
+# The rank of an ALIASES value's (rank, alias data) pair: an entity's aliases have distinct ranks (the alias is
+# the rank's last part), so ordering by it never compares the data.
+ALIAS_RANK = itemgetter(0)
 
 
 def write_shard(records: Iterable[tuple], path: str, sort_buffer: int = 200_000, head_aliases: int | None = None) -> int:

@@ -33,7 +33,6 @@ import os
 import shutil
 import tempfile
 from collections import Counter
-from operator import itemgetter
 
 import apache_beam as beam
 import pyarrow as pa
@@ -48,6 +47,7 @@ from pipelines.corpus.alias_table import (
 )
 from pipelines.corpus.candidates import ranked_alias_rows
 from pipelines.corpus.lookup_store import (
+    ALIAS_RANK,
     ALIASES,
     FIRST_ARTICLE,
     RESOLUTION,
@@ -347,9 +347,6 @@ def _table(rows: list[tuple], schema: pa.Schema) -> pa.Table:
                                 schema=schema)
 
 
-_RANK = itemgetter(0)
-
-
 class CountEntityLinksFn(_TableStepFn):
     """Per entity: its link count; main output: the shard's histogram {link count: entities}."""
 
@@ -458,7 +455,7 @@ def _store_records(records, keep: int):
                 ranked, entity = [], title
             ranked.append(value)
             if len(ranked) >= 4 * keep + 64:
-                ranked = heapq.nsmallest(keep, ranked, key=_RANK)
+                ranked = heapq.nsmallest(keep, ranked, key=ALIAS_RANK)
             continue
         if ranked:  # a title's records come in kind order: its aliases before its vocabulary id
             yield _best_aliases(entity, ranked, keep)
@@ -471,7 +468,7 @@ def _store_records(records, keep: int):
 def _best_aliases(entity: str, ranked: list, keep: int) -> tuple:
     """An entity's ALIASES record: its ``keep`` best (rank, packed alias as marshal data), in any order (the
     store writer sorts them)."""
-    return ALIASES, entity, heapq.nsmallest(keep, ranked, key=_RANK) if len(ranked) > keep else ranked
+    return ALIASES, entity, heapq.nsmallest(keep, ranked, key=ALIAS_RANK) if len(ranked) > keep else ranked
 
 
 def _by_shard(run):

@@ -159,6 +159,7 @@ class WritePassagesByRangeFn(ChunkWindowsFn):
 
     def _label_and_window(self, article: Article):
         store = self.store
+        hyperlinks_only = self.labels.hyperlinks_only
         targets = {link.target for link in article.links}
         rows = store.get(targets | {article.title})
         resolution = {}
@@ -170,6 +171,8 @@ class WritePassagesByRangeFn(ChunkWindowsFn):
             rows.update(store.get(entities))
 
         def aliases_of(entity):
+            if hyperlinks_only:
+                return None  # no labeller runs: no entity's aliases are read or decoded
             row = rows.get(entity)
             return row[2] if row is not None else None
 

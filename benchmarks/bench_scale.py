@@ -9,9 +9,11 @@ anchor texts per copy (``synth_dump.replicate_multistream``), written as users g
 multistream file of 100 pages per stream with its ``-index.txt.bz2`` (x64: ~390 MB of XML). The copies
 are written once into ``--cache`` (outside the repository) and reused. Every contender reads the same file:
 
-* each ``--job NAME=CODE:WORKERS``: ``python -m pipelines.wiki_mentions`` (DirectRunner) from CODE,
+* each ``--job NAME=CODE:WORKERS[:FLAGS]``: ``python -m pipelines.wiki_mentions`` (DirectRunner) from CODE,
   ``.`` for this checkout or a git ref (exported once into the cache with ``git archive``), with each
-  worker count (``--direct_num_workers N``; N > 1 adds ``--direct_running_mode multi_processing``);
+  worker count (``--direct_num_workers N``; N > 1 adds ``--direct_running_mode multi_processing``) and its
+  own job FLAGS if any (``hyperlinks only=.:1:--labels.hyperlinks_only true``: the job with no labeller, the
+  CPU floor of any labeller on the same tables);
 * ``wikiextractor --links --processes 1`` (the baseline), in the same invocation, interleaved.
 
 Measured for every run, over the whole process tree (the runner may start worker processes): peak RSS
@@ -38,6 +40,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import signal
 import statistics
 import subprocess
@@ -257,6 +260,7 @@ class Contender:
     commit: str | None
     workers: int
     max_size: int | None = None
+    flags: tuple[str, ...] = ()  # this contender's own job flags, after the session's (e.g. a config to compare)
 
     def command(self, dump: dict, out: Path, extra: list[str]) -> list[str]:
         if self.code is None:
@@ -266,7 +270,7 @@ class Contender:
         if self.workers > 1:
             workers += ["--direct_running_mode", "multi_processing"]
         return [sys.executable, "-m", "pipelines.wiki_mentions", "--input", dump["path"], "--output", str(out),
-                *JOB_FLAGS, *workers, *extra]
+                *JOB_FLAGS, *workers, *extra, *self.flags]
 
 
 def parse_jobs(specs: list[str], max_sizes: list[str], cache: Path) -> list[Contender]:
@@ -274,11 +278,12 @@ def parse_jobs(specs: list[str], max_sizes: list[str], cache: Path) -> list[Cont
     out = []
     for spec in specs:
         name, _, rest = spec.partition("=")
-        ref, _, workers = rest.partition(":")
+        ref, _, rest = rest.partition(":")
+        workers, _, flags = rest.partition(":")
         code, commit = code_checkout(ref or ".", cache)
         for n in (int(w) for w in (workers or "1").split(",")):
             out.append(Contender(f"{name}, {n} worker{'s' if n > 1 else ''}", code, commit, n,
-                                 int(limits[name]) if name in limits else None))
+                                 int(limits[name]) if name in limits else None, tuple(shlex.split(flags))))
     return out
 
 
@@ -314,7 +319,7 @@ def run_one(c: Contender, size: int, dump: dict, work: Path, extra: list[str], r
     if c.code is not None:
         env["PYTHONPATH"] = str(c.code)  # the job's code, also in the runner's worker processes
     probe_before = speed_probe()
-    row = {"contender": c.label, "size": size, "commit": c.commit,
+    row = {"contender": c.label, "size": size, "commit": c.commit, "contender_flags": list(c.flags),
            **run_tree(c.command(dump, out, extra), cwd=c.code or REPO, env=env, rss_limit_bytes=rss_limit,
                       log_path=work / f"{out.name}.log", probe_every_s=probe_during_s)}
     row["speed_probe_s"] = [probe_before, speed_probe()]
@@ -456,6 +461,9 @@ def summarise(runs: list[dict], inputs: dict[str, dict]) -> dict:
                     for kind, figures in _round_figures(same).items():
                         cell[f"cpu_vs_wikiextractor_{kind}"] = figures
         entry: dict = {"sizes": by_size, "sessions": sorted(sessions)}
+        flags = sorted({tuple(r.get("contender_flags") or ()) for r in mine})
+        if flags != [()]:
+            entry["contender_flags"] = [" ".join(f) for f in flags]
         sizes = sorted(int(s) for s in by_size)
         if len(sizes) > 1:
             entry["marginal"] = {}
@@ -596,7 +604,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat_until", type=int, default=8)
     parser.add_argument("--repeat_large", type=int, default=1, help="runs per contender at larger sizes")
     parser.add_argument("--job", action="append", default=[],
-                        help="NAME=CODE:WORKERS, e.g. 'new job=.:1,2' or 'old job=main:1' (CODE: '.' or a git ref)")
+                        help="NAME=CODE:WORKERS[:FLAGS], e.g. 'new job=.:1,2', 'old job=main:1' or 'hyperlinks only=.:1:"
+                             "--labels.hyperlinks_only true' (CODE: '.' or a git ref; FLAGS: this job's own flags)")
     parser.add_argument("--max_size", action="append", default=[],
                         help="NAME=N: never run job NAME above xN (e.g. 'old job=8')")
     parser.add_argument("--no_wikiextractor", action="store_true")
@@ -678,8 +687,8 @@ def estimates(summary: dict, inputs: dict) -> dict:
     contenders = summary["contenders"]
     for label, entry in contenders.items():
         name, _, workers = label.rpartition(", ")
-        if workers != "1 worker" or not entry.get("marginal"):
-            continue
+        if workers != "1 worker" or not entry.get("marginal") or entry.get("contender_flags"):
+            continue  # a contender with its own flags is a comparison (the job without its labeller), not a user's run
         sizes = sorted(entry["sizes"], key=int)
         a, b = sizes[-2], sizes[-1]
         m = entry["marginal"][f"x{a}->x{b}"]

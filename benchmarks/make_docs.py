@@ -530,8 +530,9 @@ def render_scale_job(stem: str, data: dict) -> Section:
                   "wall s", "load (1 min)"], rows)
     flags: dict[str, set] = {}
     for run in data.get("runs", []):
-        if run.get("job_flags") and run["contender"] != "wikiextractor":
-            flags.setdefault(run["contender"], set()).add(f"×{run['size']}: `{' '.join(run['job_flags'])}`")
+        run_flags = [*(run.get("job_flags") or ()), *(run.get("contender_flags") or ())]
+        if run_flags and run["contender"] != "wikiextractor":
+            flags.setdefault(run["contender"], set()).add(f"×{run['size']}: `{' '.join(run_flags)}`")
     if flags:
         body += "\n\nFlags beyond `--keep_red_links true`: " + "; ".join(
             f"{label} {', '.join(sorted(f))}" for label, f in sorted(flags.items())) + "."

@@ -75,8 +75,12 @@ def test_a_whole_session_writes_marginal_figures_and_the_shuffle_volume(tmp_path
     results = tmp_path / "scale.json"
     args = ["--dump", str(TINY), "--sizes", "1,2", "--repeat", "1", "--job", "job=.:1", "--cache", str(tmp_path),
             "--json", str(results), "--plot", str(tmp_path / "scale.png")]
-    assert bench_scale.main(args) == 0, _failed_runs(tmp_path)
+    plain = ["--job", "plain=.:1:--labels.hyperlinks_only true"]  # a contender with its own job flags
+    assert bench_scale.main([*args, *plain]) == 0, _failed_runs(tmp_path)
     data = json.loads(results.read_text())
+    assert {tuple(r["contender_flags"]) for r in data["runs"] if r["contender"] == "plain, 1 worker"} == {
+        ("--labels.hyperlinks_only", "true")}
+    assert "x1->x2" in data["summary"]["contenders"]["plain, 1 worker"]["marginal"]
     job = data["summary"]["contenders"]["job, 1 worker"]
     assert set(job["sizes"]) == {"1", "2"} and job["sizes"]["2"]["pages"] == 14
     marginal = job["marginal"]["x1->x2"]
@@ -89,6 +93,14 @@ def test_a_whole_session_writes_marginal_figures_and_the_shuffle_volume(tmp_path
     assert bench_scale.main([*args[:6], *args[8:12]]) == 0, _failed_runs(tmp_path)
     again = json.loads(results.read_text())
     assert len(again["runs"]) == len(data["runs"]) + 2 and {r["session"] for r in again["runs"]} == {1, 2}
+
+
+def test_a_contender_s_own_flags_follow_the_session_s():
+    job = bench_scale.parse_jobs(["plain=.:1,2:--labels.hyperlinks_only true"], [], REPO)
+    assert [c.label for c in job] == ["plain, 1 worker", "plain, 2 workers"]
+    cmd = job[1].command({"path": "dump.xml.bz2"}, Path("out"), ["--read_range_mb", "1"])
+    assert cmd[-4:] == ["--read_range_mb", "1", "--labels.hyperlinks_only", "true"]
+    assert "--direct_running_mode" in cmd
 
 
 def _run(contender, size, session, round_, cpu_s):

@@ -69,8 +69,10 @@ SUITE: list[Benchmark] = [
               _py("bench_labels.py", *_json("labels"))),
     # scale
     Benchmark("scale", "scale", "the corpus job vs wikiextractor on the excerpt replicated (x2, x8, x64): RAM per byte of "
-              "XML, CPU per page, 2 workers vs 1, shuffle volume per page, and the estimates drawn from them",
-              _py("bench_scale.py", "--sizes", "2,8,64", "--job", "new job=.:1,2", *_json("scale"),
+              "XML, CPU per page, 2 workers vs 1, the job without its labeller, shuffle volume per page, and the "
+              "estimates drawn from them",
+              _py("bench_scale.py", "--sizes", "2,8,64", "--repeat_large", "2", "--job", "new job=.:1,2",
+                  "--job", "new job, no labeller=.:1:--labels.hyperlinks_only true", *_json("scale"),
                   "--plot", "benchmarks/results/scale.png", "--", "--read_range_mb", "1"),
               helpers=("synth_dump.py",), skip="x64 takes an hour or more and several GB: run by hand (docs/scale.md)"),
     Benchmark("versions", "scale", "the whole corpus job of two code versions run at the same time, one per core: "

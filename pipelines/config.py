@@ -96,7 +96,7 @@ class WikiMentionsConfig:
         if self.progress_every_s <= 0:
             raise ValueError("--progress_every_s must be > 0")
         for name in ("row_group_rows", "entity_vocab_size", "max_redirect_hops", "lookup_shards",
-                     "cache_chunk_articles", "sort_buffer_rows"):
+                     "cache_chunk_articles", "sort_buffer_rows", "read_range_mb"):
             if getattr(self, name) < 1:
                 raise ValueError(f"--{name} must be >= 1")
         if self.alias_shards < 0:

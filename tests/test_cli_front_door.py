@@ -70,6 +70,21 @@ def test_a_bad_value_is_one_line_exit_2_in_seconds_and_nothing_written(tmp_path,
         assert not any(out.iterdir()), (name, list(out.iterdir()))  # nothing written
 
 
+@pytest.mark.parametrize("flag, value, says", [
+    ("--labels.min_prior", "5", "--labels.min_prior must be in [0, 1], got 5.0"),
+    ("--labels.top_aliases_per_page", "0", "--labels.top_aliases_per_page must be in [1, max_aliases_per_entity"),
+    ("--labels.min_alias_chars", "0", "--labels.min_alias_chars must be >= 1, got 0"),
+    ("--labels.stopwords", "klingon", "--labels.stopwords: unknown stopword list 'klingon'"),
+    ("--read_range_mb", "0", "--read_range_mb must be >= 1"),
+])
+def test_a_value_the_config_s_own_checks_refuse_is_one_line_naming_the_flag(tmp_path, sample_dump, flag, value, says):
+    out = tmp_path / "out"
+    proc, seconds = wikiedm("corpus", "--input", sample_dump, "--output", str(out), flag, value)
+    assert proc.returncode == 2 and seconds < FAST_S, proc.stderr
+    assert proc.stderr.startswith(f"wikiedm corpus: error: {says}") and proc.stderr.count("\n") == 1, proc.stderr
+    assert not out.exists()
+
+
 def test_pretrain_with_a_bad_value_writes_no_run_folder(tmp_path, sample_corpus):
     proc, seconds = wikiedm("pretrain", "--corpus", str(sample_corpus), "--output", str(tmp_path / "X"),
                             "--train.bf16", "maybe")

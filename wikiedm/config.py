@@ -186,7 +186,12 @@ def build(cls, values: dict, where: str = "", prefix: str = ""):
         else:
             kwargs[name] = one_of(convert(value, tp, prefix + name), fields[name].metadata.get("choices", ()),
                                   prefix + name)
-    return cls(**kwargs)
+    try:
+        return cls(**kwargs)
+    except ConfigError:
+        raise
+    except ValueError as exc:  # the config's own check of its values (__post_init__): the user's input, one line
+        raise ConfigError(f"{where}--{prefix}{exc}" if prefix else f"{where}{exc}") from exc
 
 
 def one_of(value, choices: tuple, key: str):

@@ -262,12 +262,17 @@ class LabelConfig:
             raise ValueError(f"min_alias_count must be >= 0, got {self.min_alias_count}")
         if not 0.0 <= self.min_prior <= 1.0:
             raise ValueError(f"min_prior must be in [0, 1], got {self.min_prior}")
+        if self.max_aliases_per_entity < 1:
+            raise ValueError(f"max_aliases_per_entity must be >= 1, got {self.max_aliases_per_entity}")
         if not 1 <= self.top_aliases_per_page <= self.max_aliases_per_entity:
-            raise ValueError("need 1 <= top_aliases_per_page <= max_aliases_per_entity, got "
-                             f"{self.top_aliases_per_page} and {self.max_aliases_per_entity}")
+            raise ValueError(f"top_aliases_per_page must be in [1, max_aliases_per_entity = "
+                             f"{self.max_aliases_per_entity}], got {self.top_aliases_per_page}")
         if self.ambiguity not in AMBIGUITY_POLICIES:
             raise ValueError(f"ambiguity must be one of {AMBIGUITY_POLICIES}, got {self.ambiguity!r}")
-        resolve_stopwords(self.stopwords)  # fail at construction, not in a worker
+        try:
+            resolve_stopwords(self.stopwords)  # fail at construction, not in a worker
+        except ValueError as exc:
+            raise ValueError(f"stopwords: {exc}") from exc
 
     @property
     def stopword_set(self) -> frozenset[str]:

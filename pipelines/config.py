@@ -214,9 +214,15 @@ def fetch_parser(prog: str = "wikiedm fetch") -> ConfigParser:
 @dataclass
 class SampleConfig:
     output: str = option("", "the dump file to write (…xml or …xml.bz2)", required=True, metavar="FILE")
-    per_kind: int = option(60, "entities per kind (5 kinds)")
+    per_kind: int = option(60, "entities per kind (5 kinds; at least 2: the sample's pages link the second of some)")
     paragraphs: int = option(4, "paragraphs of text per article")
     seed: int = option(7, "seed of the generated names, links and text")
+
+    def validate(self) -> None:
+        if self.per_kind < 2:
+            raise ValueError(f"--per_kind must be >= 2, got {self.per_kind}")
+        if self.paragraphs < 0:
+            raise ValueError(f"--paragraphs must be >= 0, got {self.paragraphs}")
 
 
 def sample_parser(prog: str = "wikiedm sample") -> ConfigParser:

@@ -85,6 +85,23 @@ def test_a_value_the_config_s_own_checks_refuse_is_one_line_naming_the_flag(tmp_
     assert not out.exists()
 
 
+@pytest.mark.parametrize("flag, value, says", [
+    ("--model.d_model", "0", "model.d_model must be >= 1, got 0"),  # was a ZeroDivisionError inside the ranks
+    ("--train.max_steps", "0", "train.max_steps must be >= 1, got 0"),
+    ("--model.dropout", "1.5", "model.dropout must be in [0, 1], got 1.5"),
+])
+def test_pretrain_refuses_an_impossible_size_before_any_rank_starts(tmp_path, sample_corpus, flag, value, says):
+    proc, seconds = wikiedm("pretrain", "--corpus", str(sample_corpus), "--output", str(tmp_path / "X"), flag, value)
+    assert proc.returncode == 2 and seconds < FAST_S and not (tmp_path / "X").exists(), proc.stderr
+    assert proc.stderr == f"wikiedm pretrain: error: {says}\n"
+
+
+def test_sample_refuses_too_few_entities_in_one_line(tmp_path):
+    proc, seconds = wikiedm("sample", "--output", str(tmp_path / "s.xml"), "--per_kind", "1")  # was an IndexError
+    assert proc.returncode == 2 and seconds < FAST_S and not (tmp_path / "s.xml").exists(), proc.stderr
+    assert proc.stderr == "wikiedm sample: error: --per_kind must be >= 2, got 1\n"
+
+
 def test_pretrain_with_a_bad_value_writes_no_run_folder(tmp_path, sample_corpus):
     proc, seconds = wikiedm("pretrain", "--corpus", str(sample_corpus), "--output", str(tmp_path / "X"),
                             "--train.bf16", "maybe")

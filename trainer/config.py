@@ -192,7 +192,37 @@ def load_config(path: str | None, overrides: list[str] = ()) -> Config:
     return cfg
 
 
+# Keys whose value must be at least this (a 0 or a negative size fails late: inside the ranks, after DeepSpeed started).
+_AT_LEAST = {
+    "model.d_model": 1, "model.attention_heads": 1, "model.ffn_dim": 1, "model.entity_dim": 1,
+    "model.max_positions": 1, "model.inference_top_k": 1, "model.entity_block_size": 1,
+    "model.lower_layers": 0, "model.upper_layers": 0,
+    "data.max_seq_len": 8, "data.shuffle_window_row_groups": 1, "data.validation_batches": 0,
+    "data.overfit_passages": 0,
+    "train.max_steps": 1, "train.global_batch_size": 1,
+}
+# Keys whose value must lie in [low, high].
+_WITHIN = {
+    "model.dropout": (0.0, 1.0), "model.attention_dropout": (0.0, 1.0), "model.activation_dropout": (0.0, 1.0),
+    "optim.warmup_fraction": (0.0, 1.0), "optim.lr": (0.0, float("inf")), "optim.weight_decay": (0.0, float("inf")),
+    "optim.el_weight": (0.0, float("inf")),
+}
+
+
+def _value(cfg: Config, key: str):
+    section, name = key.split(".")
+    return getattr(getattr(cfg, section), name)
+
+
 def validate(cfg: Config) -> None:
+    for key, least in _AT_LEAST.items():
+        value = _value(cfg, key)
+        if value < least:
+            raise SystemExit(f"{key} must be >= {least}, got {value}")
+    for key, (low, high) in _WITHIN.items():
+        value = _value(cfg, key)
+        if not low <= value <= high:
+            raise SystemExit(f"{key} must be in [{low:g}, {high:g}], got {value}")
     if cfg.train.zero_stage not in (None, 0, 1, 2, 3):
         raise SystemExit(f"train.zero_stage must be 0..3, got {cfg.train.zero_stage}")
     if cfg.model.max_positions < cfg.data.max_seq_len:

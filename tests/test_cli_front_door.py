@@ -96,6 +96,12 @@ def test_pretrain_refuses_an_impossible_size_before_any_rank_starts(tmp_path, sa
     assert proc.stderr == f"wikiedm pretrain: error: {says}\n"
 
 
+def test_evaluate_refuses_an_empty_batch_in_one_line(tmp_path, sample_corpus):
+    proc, seconds = wikiedm("evaluate", "--checkpoint", str(tmp_path), "--corpus", str(sample_corpus), "--batch_size", "0")
+    assert proc.returncode == 2 and seconds < FAST_S, proc.stderr
+    assert proc.stderr == "wikiedm evaluate: error: --batch_size must be >= 1, got 0\n"
+
+
 def test_sample_refuses_too_few_entities_in_one_line(tmp_path):
     proc, seconds = wikiedm("sample", "--output", str(tmp_path / "s.xml"), "--per_kind", "1")  # was an IndexError
     assert proc.returncode == 2 and seconds < FAST_S and not (tmp_path / "s.xml").exists(), proc.stderr

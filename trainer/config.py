@@ -328,6 +328,13 @@ class EvaluateConfig:
     max_passages: int = option(0, "score this many validation passages, evenly spaced in passage-id order (0: all)")
     output: str = option("", "write the metrics here as JSON (else only printed)", metavar="FILE")
 
+    def validate(self) -> None:
+        if self.batch_size < 1:
+            raise ValueError(f"--batch_size must be >= 1, got {self.batch_size}")
+        for name in ("max_seq_len", "max_passages"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"--{name} must be >= 0, got {getattr(self, name)}")
+
 
 def evaluate_parser(prog: str = "wikiedm evaluate") -> ConfigParser:
     return ConfigParser(EvaluateConfig, prog=prog, pass_unknown=False,

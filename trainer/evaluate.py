@@ -53,6 +53,7 @@ from schemas.corpus import MentionSource
 from trainer.data import Collator, CorpusError, load_tokenizer, open_corpus
 from trainer.eval_stats import BANDS, FREQUENT_BAND, bootstrap_ratio, training_stats
 from trainer.model import FIRST_REAL_ENTITY_ID, EDMem, EDMemSpec
+from wikiedm import storage
 
 EVAL_SEED = 0  # the masking has no random draw left (P_ssm 1, P_rtm 0); the seed is fixed anyway
 
@@ -323,7 +324,12 @@ def main(argv: list[str] | None = None) -> int:
     model, run_config = load_checkpoint(args.checkpoint)
     device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
     model.to(device)
-    model_corpus = args.model_corpus or run_config.get("data", {}).get("path") or None
+    recorded = run_config.get("data", {}).get("path")
+    model_corpus = args.model_corpus or recorded or None
+    if not args.model_corpus and recorded and not storage.exists(recorded):
+        # RUN/config.yaml keeps data.path as pretrain was given it: a relative path is relative to where it ran.
+        return command_error("wikiedm evaluate", f"the run was trained on the corpus {recorded!r} (its config.yaml), "
+                                                 "which is not found from here: pass it as --model_corpus")
     max_seq_len = args.max_seq_len or run_config.get("data", {}).get("max_seq_len") or None
     try:
         metrics = evaluate(model, args.corpus, model_corpus, args.batch_size, max_seq_len, args.max_passages)

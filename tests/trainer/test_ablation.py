@@ -181,3 +181,25 @@ def test_evaluate_command_writes_json(short_runs, corpus_dir, tmp_path):
     main(["--checkpoint", str(short_runs["none"]), "--corpus", str(corpus_dir), "--output", str(out)])
     metrics = json.loads(out.read_text())
     assert metrics["memory"] == "none" and metrics["mention_tokens"] > 0
+
+
+def test_evaluate_names_a_recorded_corpus_it_cannot_find(short_runs, corpus_dir, tmp_path, capsys):
+    """RUN/config.yaml keeps data.path as pretrain was given it: relative to where the run ran. Evaluated from
+    elsewhere, that corpus is not found: one line saying so and what to pass, not a FileNotFoundError."""
+    import shutil
+
+    import yaml
+
+    from trainer.evaluate import main
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(short_runs["none"], run_dir)
+    config = yaml.safe_load((run_dir / "config.yaml").read_text())
+    config["data"]["path"] = "out/not-here"
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(config))
+    assert main(["--checkpoint", str(run_dir), "--corpus", str(corpus_dir)]) == 2
+    assert "the run was trained on the corpus 'out/not-here'" in capsys.readouterr().err
+    out = tmp_path / "eval.json"
+    main(["--checkpoint", str(run_dir), "--corpus", str(corpus_dir), "--model_corpus", str(corpus_dir),
+          "--output", str(out)])
+    assert json.loads(out.read_text())["model_corpus"] == str(corpus_dir)

@@ -101,6 +101,11 @@ class WikiMentionsConfig:
                 raise ValueError(f"--{name} must be >= 1")
         if self.alias_shards < 0:
             raise ValueError("--alias_shards must be >= 0 (0 = as many as --lookup_shards)")
+        from wikiedm.tokenizer import tokenizer_source_problem
+
+        problem = tokenizer_source_problem(self.tokenizer)
+        if problem:
+            raise ValueError(f"--tokenizer {problem}")
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

@@ -362,3 +362,12 @@ def test_a_dry_run_checks_the_output_but_never_waits_minutes_on_an_unreachable_s
     assert time.monotonic() - started < 10
     if found == "unchecked":  # offline, as here; with network and no credentials the store refuses quickly
         assert "was not checked" in caplog.text or "could not be checked" in caplog.text
+
+
+def test_a_dry_run_on_the_direct_runner_builds_the_graph_and_writes_nothing(tmp_path, sample_dump):
+    """Beam's DirectRunner ignores --dry_run and runs the whole job: the job itself must not call it."""
+    out = tmp_path / "out"
+    proc, _ = wikiedm("corpus", "--input", sample_dump, "--output", str(out), "--dry_run", "true")
+    assert proc.returncode == 0, proc.stderr
+    assert "the job graph was built; nothing was run or written" in proc.stdout
+    assert not out.exists()

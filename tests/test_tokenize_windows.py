@@ -96,6 +96,31 @@ def test_unknown_tokenizer_path_is_a_clear_error(tmp_path):
         load_tokenizer(str(tmp_path / "missing"))
 
 
+def test_a_tokenizer_that_cannot_load_is_named_before_the_job_starts(tmp_path, monkeypatch):
+    """tokenizer_source_problem: what the corpus command checks in milliseconds (the job used to start, write its
+    output folder and fail in a worker)."""
+    from wikiedm.tokenizer import tokenizer_source_problem
+
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))  # an empty local cache
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "a_file").write_text("x")
+    saved = tmp_path / "saved"
+    load_tokenizer().save_pretrained(str(saved))
+    assert tokenizer_source_problem("gpt2-bpe") is None and tokenizer_source_problem(None) is None
+    assert tokenizer_source_problem(str(saved)) is None
+    assert tokenizer_source_problem("gs://bucket/tokenizer") is None  # read at run time
+    assert tokenizer_source_problem(str(tmp_path / "missing")).endswith("no such directory")
+    assert "holds no tokenizer file" in tokenizer_source_problem(str(tmp_path / "empty"))
+    assert "is a file" in tokenizer_source_problem(str(tmp_path / "a_file"))
+    assert "no tokenizer of that hub name in the local Hugging Face cache" in tokenizer_source_problem("org/name")
+    from pipelines.config import corpus_parser
+    from wikiedm.config import ConfigError
+
+    with pytest.raises(ConfigError, match="--tokenizer .*missing: no such directory"):
+        corpus_parser().check(["--input", str(tmp_path / "a_file"), "--output", str(tmp_path / "out"),
+                               "--tokenizer", str(tmp_path / "missing")])
+
+
 def test_literal_special_token_strings_stay_text(tok, coder):
     text = "Use <s> for strike-through, not <mask> or </s> or <pad>."
     out = tokenize_with_mentions(text, [], coder)

@@ -617,6 +617,40 @@ def _url_join(base: str, name: str) -> str:
     return base.rstrip("/") + "/" + name
 
 
+def tokenizer_source_problem(name_or_path: str | None) -> str | None:
+    """Why :func:`load_tokenizer` cannot load this tokenizer, found in milliseconds without importing transformers
+    (a command's check, before any output is written), or None: the default, a remote folder (read at run time), a
+    local directory with a tokenizer file, or a hub name with files in the local Hugging Face cache."""
+    if name_or_path in (None, "", DEFAULT_TOKENIZER) or _is_remote(str(name_or_path)):
+        return None
+    name = str(name_or_path)
+    path = os.path.expanduser(name)
+    if os.path.isdir(path):
+        if any(os.path.exists(os.path.join(path, f)) for f in _TOKENIZER_FILES):
+            return None
+        return f"{name} holds no tokenizer file ({', '.join(_TOKENIZER_FILES)})"
+    if os.path.exists(path):
+        return f"{name} is a file: give the directory that holds the tokenizer's files"
+    if name.startswith(("/", ".", "~")) or name.count("/") > 1 or "\\" in name:
+        return f"{name}: no such directory"
+    try:  # a hub name ("gpt2", "facebook/bart-base"): only a copy already in the local cache is used
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
+        return None  # decided when it is loaded
+    try:
+        cached = [try_to_load_from_cache(name, f) for f in _TOKENIZER_FILES]
+    except ValueError:  # not a valid repo id either
+        return f"{name}: no such directory, and not a hub name"
+    if any(isinstance(c, str) for c in cached):
+        return None
+    return (f"{name}: no such directory, and no tokenizer of that hub name in the local Hugging Face cache "
+            f"(nothing is downloaded); or {DEFAULT_TOKENIZER!r} for the built-in GPT-2 BPE")
+
+
+# A directory that AutoTokenizer can read as a fast tokenizer holds one of these.
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json")
+
+
 def _local_copy_if_remote(path: str) -> str:
     """Copy a remote tokenizer directory (gs://, s3://...) to a local temp dir."""
     if not _is_remote(path):

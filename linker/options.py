@@ -172,6 +172,11 @@ class VocabConfig:
     size: int = option(8000, "word pieces in the vocabulary")
     max_mentions: int = option(200_000, "training contexts read for the vocabulary")
 
+    def validate(self) -> None:
+        for name in ("size", "max_mentions"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"--{name} must be >= 1, got {getattr(self, name)}")
+
 
 def vocab_parser(prog: str = "wikiedm linker-vocab") -> ConfigParser:
     return ConfigParser(VocabConfig, prog=prog, pass_unknown=False, common=("size",),

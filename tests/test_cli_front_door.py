@@ -371,3 +371,17 @@ def test_a_dry_run_on_the_direct_runner_builds_the_graph_and_writes_nothing(tmp_
     assert proc.returncode == 0, proc.stderr
     assert "the job graph was built; nothing was run or written" in proc.stdout
     assert not out.exists()
+
+
+def test_an_output_that_is_a_file_is_one_line(tmp_path, sample_dump):
+    a_file = tmp_path / "out"
+    a_file.write_text("not a folder")
+    proc, _ = wikiedm("corpus", "--input", sample_dump, "--output", str(a_file))
+    assert proc.returncode == 2 and a_file.read_text() == "not a folder", proc.stderr
+    assert proc.stderr == f"wikiedm corpus: error: --output {a_file} is a file: the corpus is a folder; choose a new or empty folder\n"
+
+
+def test_linker_vocab_refuses_a_negative_size_in_one_line(tmp_path, sample_corpus):
+    proc, _ = wikiedm("linker-vocab", "--corpus", str(sample_corpus), "--output", str(tmp_path / "v.txt"), "--size", "-5")
+    assert proc.returncode == 2 and not (tmp_path / "v.txt").exists(), proc.stderr  # was an OverflowError
+    assert proc.stderr == "wikiedm linker-vocab: error: --size must be >= 1, got -5\n"

@@ -89,6 +89,7 @@ def test_a_value_the_config_s_own_checks_refuse_is_one_line_naming_the_flag(tmp_
     ("--model.d_model", "0", "model.d_model must be >= 1, got 0"),  # was a ZeroDivisionError inside the ranks
     ("--train.max_steps", "0", "train.max_steps must be >= 1, got 0"),
     ("--model.dropout", "1.5", "model.dropout must be in [0, 1], got 1.5"),
+    ("--train.log_every", "0", "train.log_every must be >= 1, got 0"),  # was a ZeroDivisionError inside the ranks
 ])
 def test_pretrain_refuses_an_impossible_size_before_any_rank_starts(tmp_path, sample_corpus, flag, value, says):
     proc, seconds = wikiedm("pretrain", "--corpus", str(sample_corpus), "--output", str(tmp_path / "X"), flag, value)

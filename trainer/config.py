@@ -199,7 +199,8 @@ _AT_LEAST = {
     "model.lower_layers": 0, "model.upper_layers": 0,
     "data.max_seq_len": 8, "data.shuffle_window_row_groups": 1, "data.validation_batches": 0,
     "data.overfit_passages": 0,
-    "train.max_steps": 1, "train.global_batch_size": 1,
+    "train.max_steps": 1, "train.global_batch_size": 1, "train.log_every": 1, "train.eval_every": 0,
+    "train.save_every": 0, "train.keep_checkpoints": 0, "train.stop_after_steps": 0,
 }
 # Keys whose value must lie in [low, high].
 _WITHIN = {

@@ -157,6 +157,17 @@ class TrainConfig:
             raise ValueError("--batch_size must be >= 2 (in-batch negatives)")
         if self.max_steps < 1:
             raise ValueError("--max_steps must be >= 1")
+        for name in ("lr", "weight_decay", "grad_clip"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"--{name} must be >= 0, got {getattr(self, name)}")
+        if not 0.0 <= self.warmup_fraction <= 1.0:
+            raise ValueError(f"--warmup_fraction must be in [0, 1], got {self.warmup_fraction}")
+        for name in ("shuffle_buffer", "log_every"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"--{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("eval_every", "eval_examples", "torch_threads"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"--{name} must be >= 0, got {getattr(self, name)}")
 
 
 def train_parser(prog: str = "wikiedm train-linker") -> ConfigParser:

@@ -210,6 +210,12 @@ class FetchConfig:
     timeout: float = option(60.0, "seconds without data before a retry")
     retries: int = option(3, "retries of a failed or corrupt download")
 
+    def validate(self) -> None:
+        if self.retries < 0:
+            raise ValueError(f"--retries must be >= 0, got {self.retries}")
+        if self.timeout <= 0:
+            raise ValueError(f"--timeout must be > 0, got {self.timeout}")
+
 
 def fetch_parser(prog: str = "wikiedm fetch") -> ConfigParser:
     return ConfigParser(FetchConfig, prog=prog, pass_unknown=False, hidden_aliases={"dest": "output"},

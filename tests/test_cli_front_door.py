@@ -386,3 +386,16 @@ def test_linker_vocab_refuses_a_negative_size_in_one_line(tmp_path, sample_corpu
     proc, _ = wikiedm("linker-vocab", "--corpus", str(sample_corpus), "--output", str(tmp_path / "v.txt"), "--size", "-5")
     assert proc.returncode == 2 and not (tmp_path / "v.txt").exists(), proc.stderr  # was an OverflowError
     assert proc.stderr == "wikiedm linker-vocab: error: --size must be >= 1, got -5\n"
+
+
+@pytest.mark.parametrize("command, says", [
+    (["train-linker", "--lr", "-1"], "--lr must be >= 0, got -1.0"),  # was torch's ValueError, a traceback
+    (["fetch", "--wiki", "enwiki", "--date", "20200101", "--retries", "-1"], "--retries must be >= 0, got -1"),
+])
+def test_a_negative_rate_or_count_is_one_line(tmp_path, sample_corpus, command, says):
+    name, *argv = command
+    paths = {"train-linker": ["--corpus", str(sample_corpus), "--output", str(tmp_path / "o")],
+             "fetch": ["--output", str(tmp_path / "o")]}[name]
+    proc, seconds = wikiedm(name, *paths, *argv)
+    assert proc.returncode == 2 and seconds < FAST_S and not (tmp_path / "o").exists(), proc.stderr
+    assert proc.stderr == f"wikiedm {name}: error: {says}\n"

@@ -82,7 +82,7 @@ def guard_output(output: str, config: dict, overwrite: bool, dry_run: bool = Fal
     dry run, record this run. Returns what was found: 'new', 'rerun' or 'overwritten'; raises OutputInUseError."""
     identity = run_identity(config)
     record_path = storage.join(output, RUN_RECORD)
-    if "://" not in output and os.path.exists(output) and not os.path.isdir(output):
+    if not storage.is_remote(output) and os.path.exists(output) and not os.path.isdir(output):
         raise OutputInUseError(f"--output {output} is a file: the corpus is a folder; choose a new or empty folder")
     files = storage.list_files(output)
     found = "new"

@@ -162,15 +162,20 @@ def run(argv: list[str] | None = None) -> int:
     return 1
 
 
+def _runner_name(runner) -> str:
+    """--runner as given (a name), or the class name of a runner object (or of None, when none was given)."""
+    return runner if isinstance(runner, str) else type(runner).__name__
+
+
 def honours_dry_run(runner) -> bool:
     """Does the runner build the job without running it under ``--dry_run true`` (Dataflow's does; the others run)?"""
-    name = runner if isinstance(runner, str) else type(runner).__name__
+    name = _runner_name(runner)
     return bool(name) and "Dataflow" in name
 
 
 def is_local_runner(runner) -> bool:
     """Does the job run in this process's machine (so that a thread here can watch its progress)?"""
-    name = runner if isinstance(runner, str) else type(runner).__name__
+    name = _runner_name(runner)
     return name is None or "Direct" in name or name in ("", "PrismRunner", "FnApiRunner")
 
 
